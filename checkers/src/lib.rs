@@ -1,0 +1,15 @@
+//! Judges histories (DESIGN.md §5, checking.md).
+//!
+//! - [`verdict`]: `valid` / `invalid` / `unknown` and how they compose.
+//! - [`log`]: the log checker for Kafka-style append/read histories (sort and sweep).
+//! - [`linear`]: the linearizability checker (Wing–Gong with Lowe's cache,
+//!   P-compositional) and its models.
+//!
+//! Architecture invariant: checkers do no I/O and never panic on a history; they return
+//! `unknown` with a reason rather than exceed their time or memory bounds.
+
+pub mod linear;
+pub mod log;
+pub mod verdict;
+
+pub use verdict::Verdict;

@@ -1,0 +1,1 @@
+//! The linearizability checker (WGL). Being written.

@@ -1,0 +1,1 @@
+//! The log checker (Kafka semantics). Being written.
