@@ -6,12 +6,14 @@
 //! - [`jsonl`]: the harness's own format, streamed while a test runs.
 //! - [`edn`]: a reader and printer for the subset of EDN that Jepsen writes.
 //! - [`jepsen`], [`porcupine`]: importers (and the Jepsen EDN exporter).
+//! - [`format`]: which format a file is in, and reading any of them.
 //!
 //! Architecture invariant: this crate knows nothing of brokers, checkers or reports; it
 //! never panics on input, and every error names a file and line.
 
 pub mod edn;
 pub mod error;
+pub mod format;
 pub mod history;
 pub mod jepsen;
 pub mod jsonl;
@@ -20,6 +22,7 @@ pub mod pairing;
 pub mod porcupine;
 
 pub use error::{HistoryError, Location};
+pub use format::{read_history, Format};
 pub use history::History;
 pub use op::{Op, OpType, Process};
 pub use pairing::{pair, Operation, Outcome};
