@@ -4,12 +4,15 @@
 //! - [`log`]: the log checker for Kafka-style append/read histories (sort and sweep).
 //! - [`linear`]: the linearizability checker (Wing–Gong with Lowe's cache,
 //!   P-compositional) and its models.
+//! - [`results`]: every checker's verdict and report, composed: `results.json`.
 //!
 //! Architecture invariant: checkers do no I/O and never panic on a history; they return
 //! `unknown` with a reason rather than exceed their time or memory bounds.
 
 pub mod linear;
 pub mod log;
+pub mod results;
 pub mod verdict;
 
+pub use results::{CheckerResult, Results};
 pub use verdict::Verdict;

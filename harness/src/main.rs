@@ -1,1 +1,24 @@
-fn main() {}
+use clap::Parser;
+use harness::cli::{Cli, Command};
+use harness::EXIT_TOOL_ERROR;
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("HARNESS_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Check(args) => harness::check::run(&args),
+    };
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::exit(EXIT_TOOL_ERROR);
+        }
+    }
+}

@@ -52,7 +52,11 @@ impl Format {
             if line.starts_with("{:") && line.contains(":key ") {
                 return Some(Format::PorcupineKv);
             }
-            if line.starts_with('[') || line.starts_with("{:") || line.starts_with('(') || line.starts_with('#') {
+            if line.starts_with('[')
+                || line.starts_with("{:")
+                || line.starts_with('(')
+                || line.starts_with('#')
+            {
                 return Some(Format::JepsenEdn);
             }
         }
@@ -95,7 +99,10 @@ impl FromStr for Format {
 }
 
 /// Reads a history file in `format`, or in the format guessed from it.
-pub fn read_history(path: &Path, format: Option<Format>) -> Result<(History, Format), HistoryError> {
+pub fn read_history(
+    path: &Path,
+    format: Option<Format>,
+) -> Result<(History, Format), HistoryError> {
     let text = std::fs::read_to_string(path).map_err(|e| HistoryError::io(path, e))?;
     let source = path.display().to_string();
     let format = match format.or_else(|| Format::guess(path, &text)) {
@@ -120,12 +127,27 @@ mod tests {
     #[test]
     fn guesses_from_content_then_extension() {
         let p = Path::new("x.txt");
-        assert_eq!(Format::guess(p, "INFO  jepsen.util - 0\t:invoke\t:read\tnil\n"), Some(Format::PorcupineEtcd));
+        assert_eq!(
+            Format::guess(p, "INFO  jepsen.util - 0\t:invoke\t:read\tnil\n"),
+            Some(Format::PorcupineEtcd)
+        );
         assert_eq!(Format::guess(p, "{\"index\":0}\n"), Some(Format::Jsonl));
-        assert_eq!(Format::guess(p, "{:process 0, :type :invoke, :f :get, :key \"1\", :value nil}\n"), Some(Format::PorcupineKv));
-        assert_eq!(Format::guess(p, "; a comment\n[{:process 0 :type :invoke}]"), Some(Format::JepsenEdn));
+        assert_eq!(
+            Format::guess(
+                p,
+                "{:process 0, :type :invoke, :f :get, :key \"1\", :value nil}\n"
+            ),
+            Some(Format::PorcupineKv)
+        );
+        assert_eq!(
+            Format::guess(p, "; a comment\n[{:process 0 :type :invoke}]"),
+            Some(Format::JepsenEdn)
+        );
         assert_eq!(Format::guess(Path::new("h.jsonl"), ""), Some(Format::Jsonl));
-        assert_eq!(Format::guess(Path::new("etcd_095.log"), ""), Some(Format::PorcupineEtcd));
+        assert_eq!(
+            Format::guess(Path::new("etcd_095.log"), ""),
+            Some(Format::PorcupineEtcd)
+        );
         assert_eq!(Format::guess(p, "hello"), None);
         assert_eq!("porcupine-kv".parse::<Format>(), Ok(Format::PorcupineKv));
         assert!("xml".parse::<Format>().is_err());

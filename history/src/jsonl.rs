@@ -45,45 +45,146 @@ pub fn read_jsonl(path: &Path) -> Result<History, HistoryError> {
     parse_jsonl(&path.display().to_string(), &text)
 }
 
+/// Texts below this size are parsed on one thread; above it, in one chunk per core.
+const PARALLEL_THRESHOLD: usize = 4 << 20;
+
 /// Parses JSONL text; `source` names it in errors. Blank lines are skipped. A last line
-/// without its newline that does not parse is reported as truncated.
+/// without its newline that does not parse is reported as truncated. Large texts are
+/// split at line boundaries and parsed on every core.
 pub fn parse_jsonl(source: &str, text: &str) -> Result<History, HistoryError> {
-    let mut ops = Vec::new();
-    let mut lines = Vec::new();
-    let ends_with_newline = text.ends_with('\n');
-    let line_count = text.lines().count();
-    for (i, line) in text.lines().enumerate() {
-        let line_number = i + 1;
-        let location = || Location {
-            source: Some(source.to_string()),
-            line: line_number,
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunks = if text.len() < PARALLEL_THRESHOLD || threads < 2 {
+        vec![text]
+    } else {
+        split_at_lines(text, threads)
+    };
+    let last = chunks.len() - 1;
+    let parsed: Vec<Result<Chunk, ChunkError>> = if chunks.len() == 1 {
+        vec![parse_chunk(text, true)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .iter()
+                .enumerate()
+                .map(|(i, chunk)| scope.spawn(move || parse_chunk(chunk, i == last)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ChunkError {
+                            line: 1,
+                            message: "history parser thread panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        })
+    };
+    let mut ops = Vec::with_capacity(parsed.iter().flatten().map(|c| c.ops.len()).sum());
+    let mut lines = Vec::with_capacity(ops.capacity());
+    let mut lines_before = 0;
+    for (chunk_text, chunk) in chunks.iter().zip(parsed) {
+        let chunk = chunk.map_err(|e| {
+            HistoryError::parse(
+                Location {
+                    source: Some(source.to_string()),
+                    line: lines_before + e.line,
+                },
+                e.message,
+            )
+        })?;
+        for (mut op, (line, index)) in chunk
+            .ops
+            .into_iter()
+            .zip(chunk.lines.into_iter().zip(chunk.indices))
+        {
+            // Ops without an index are numbered by their position in the whole file.
+            op.index = index.unwrap_or(ops.len() as u64);
+            ops.push(op);
+            lines.push(lines_before + line);
+        }
+        lines_before += chunk_text.bytes().filter(|&b| b == b'\n').count();
+    }
+    Ok(History::from_source(source, ops, lines))
+}
+
+/// Splits `text` into about `parts` pieces, each ending just after a newline (the last
+/// one at the end of the text).
+fn split_at_lines(text: &str, parts: usize) -> Vec<&str> {
+    let mut pieces = Vec::with_capacity(parts);
+    let mut start = 0;
+    for k in 1..parts {
+        let target = (text.len() * k / parts).max(start);
+        let Some(newline) = text
+            .as_bytes()
+            .get(target..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+        else {
+            break;
         };
+        let end = target + newline + 1;
+        if let Some(piece) = text.get(start..end) {
+            pieces.push(piece);
+            start = end;
+        }
+    }
+    pieces.push(text.get(start..).unwrap_or_default());
+    pieces
+}
+
+/// The ops of one chunk, with chunk-relative 1-based lines and the index each line gave.
+struct Chunk {
+    ops: Vec<Op>,
+    lines: Vec<usize>,
+    indices: Vec<Option<u64>>,
+}
+
+/// A parse error at a chunk-relative line.
+struct ChunkError {
+    line: usize,
+    message: String,
+}
+
+fn parse_chunk(text: &str, is_last: bool) -> Result<Chunk, ChunkError> {
+    let mut chunk = Chunk {
+        ops: Vec::new(),
+        lines: Vec::new(),
+        indices: Vec::new(),
+    };
+    let ends_with_newline = text.ends_with('\n');
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let line_number = i + 1;
         if line.trim().is_empty() {
             continue;
         }
         let raw: LineOp = match serde_json::from_str(line) {
             Ok(raw) => raw,
             Err(e) => {
-                let truncated = line_number == line_count && !ends_with_newline && e.is_eof();
+                let truncated =
+                    is_last && lines.peek().is_none() && !ends_with_newline && e.is_eof();
                 let message = if truncated {
                     format!("truncated line (the file ends mid-op): {e}")
                 } else {
                     format!("bad history line: {e}")
                 };
-                return Err(HistoryError::parse(location(), message));
+                return Err(ChunkError {
+                    line: line_number,
+                    message,
+                });
             }
         };
-        let kind = OpType::parse(&raw.kind).ok_or_else(|| {
-            HistoryError::parse(
-                location(),
-                format!(
-                    "unknown op type {:?}: expected invoke, ok, fail or info",
-                    raw.kind
-                ),
-            )
+        let kind = OpType::parse(&raw.kind).ok_or_else(|| ChunkError {
+            line: line_number,
+            message: format!(
+                "unknown op type {:?}: expected invoke, ok, fail or info",
+                raw.kind
+            ),
         })?;
-        ops.push(Op {
-            index: raw.index.unwrap_or(ops.len() as u64),
+        chunk.indices.push(raw.index);
+        chunk.ops.push(Op {
+            index: 0,
             time: raw.time.unwrap_or(0),
             process: raw.process,
             kind,
@@ -92,9 +193,9 @@ pub fn parse_jsonl(source: &str, text: &str) -> Result<History, HistoryError> {
             node: raw.node,
             error: raw.error,
         });
-        lines.push(line_number);
+        chunk.lines.push(line_number);
     }
-    Ok(History::from_source(source, ops, lines))
+    Ok(chunk)
 }
 
 /// Writes `ops` as JSONL text (for tests and exports; tests stream with [`JsonlWriter`]).
@@ -138,7 +239,9 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, WriterState> {
         // A panic while holding the lock leaves plain bytes behind; keep using them.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -266,12 +369,30 @@ mod tests {
     use serde_json::json;
 
     fn sample() -> Vec<Op> {
-        let mut a = Op::new(0, Process::Client(0), OpType::Invoke, "append", json!({"key": "t/0", "value": 1}));
+        let mut a = Op::new(
+            0,
+            Process::Client(0),
+            OpType::Invoke,
+            "append",
+            json!({"key": "t/0", "value": 1}),
+        );
         a.time = 5;
         a.node = Some("n1".into());
-        let mut b = Op::new(1, Process::Client(0), OpType::Ok, "append", json!({"key": "t/0", "value": 1, "offset": 0}));
+        let mut b = Op::new(
+            1,
+            Process::Client(0),
+            OpType::Ok,
+            "append",
+            json!({"key": "t/0", "value": 1, "offset": 0}),
+        );
         b.time = 9;
-        let mut c = Op::new(2, Process::Nemesis, OpType::Info, "kill", json!({"nodes": ["n2"]}));
+        let mut c = Op::new(
+            2,
+            Process::Nemesis,
+            OpType::Info,
+            "kill",
+            json!({"nodes": ["n2"]}),
+        );
         c.error = Some(json!("boom"));
         vec![a, b, c]
     }
@@ -289,7 +410,10 @@ mod tests {
     fn unknown_type_names_the_line() {
         let text = "{\"index\":0,\"process\":0,\"type\":\"invoke\",\"f\":\"read\"}\n{\"index\":1,\"process\":0,\"type\":\"okay\",\"f\":\"read\"}\n";
         let err = parse_jsonl("h.jsonl", text).unwrap_err().to_string();
-        assert!(err.starts_with("h.jsonl:2: unknown op type \"okay\""), "{err}");
+        assert!(
+            err.starts_with("h.jsonl:2: unknown op type \"okay\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -301,10 +425,54 @@ mod tests {
     }
 
     #[test]
+    fn large_texts_parse_in_chunks_with_whole_file_lines() {
+        let op = Op::new(
+            0,
+            Process::Client(1),
+            OpType::Invoke,
+            "read",
+            json!({"key": "k", "pad": "x".repeat(200)}),
+        );
+        let line = serde_json::to_string(&op).unwrap();
+        let count = PARALLEL_THRESHOLD / line.len() * 3;
+        let mut text = String::new();
+        for i in 0..count {
+            // No index field: positions number them. A blank line now and then.
+            text.push_str(&line.replace("\"index\":0,", ""));
+            text.push('\n');
+            if i % 1000 == 0 {
+                text.push('\n');
+            }
+        }
+        let h = parse_jsonl("big.jsonl", &text).unwrap();
+        assert_eq!(h.len(), count);
+        assert!(h.ops.iter().enumerate().all(|(i, op)| op.index == i as u64));
+        let text_lines: Vec<&str> = text.lines().collect();
+        for probe in [0, count / 3, count / 2, count - 1] {
+            assert!(!text_lines[h.lines[probe] - 1].is_empty());
+        }
+        assert_eq!(h.lines[count - 1], text_lines.len());
+        // An error deep in the file still names its line in the whole file.
+        let bad_line = text_lines.len() - 5;
+        let mut broken: Vec<String> = text_lines.iter().map(|l| l.to_string()).collect();
+        broken[bad_line - 1] = "{\"process\":0,\"type\":\"nope\",\"f\":\"read\"}".into();
+        let err = parse_jsonl("big.jsonl", &(broken.join("\n") + "\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("big.jsonl:{bad_line}: unknown op type")),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn bad_process_is_reported() {
         let text = "{\"index\":0,\"process\":\"bob\",\"type\":\"invoke\",\"f\":\"read\"}\n";
         let err = parse_jsonl("h.jsonl", text).unwrap_err().to_string();
-        assert!(err.contains("h.jsonl:1:") && err.contains("unknown process"), "{err}");
+        assert!(
+            err.contains("h.jsonl:1:") && err.contains("unknown process"),
+            "{err}"
+        );
     }
 
     #[test]

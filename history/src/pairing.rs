@@ -42,8 +42,18 @@ pub fn pair(history: &History) -> Result<Vec<Operation>, HistoryError> {
     for (position, op) in history.ops.iter().enumerate() {
         let is_invocation = match (op.process, op.kind) {
             (_, OpType::Invoke) => true,
-            // Nemesis ops are info on both sides: an info with nothing outstanding opens one.
-            (Process::Nemesis, OpType::Info) => !outstanding.contains_key(&Process::Nemesis),
+            // Nemesis ops are info on both sides: an info opens one unless it completes the
+            // outstanding one (same f). Some histories log a fault once, unpaired; that one
+            // then stays open rather than making the whole history unreadable, since no
+            // checker judges nemesis ops.
+            (Process::Nemesis, OpType::Info) => match outstanding.get(&Process::Nemesis) {
+                Some(&open) if history.ops[operations[open].invoke].f == op.f => false,
+                Some(_) => {
+                    outstanding.remove(&Process::Nemesis);
+                    true
+                }
+                None => true,
+            },
             _ => false,
         };
         if is_invocation {
@@ -121,18 +131,23 @@ mod tests {
         ]);
         let ops = pair(&h).unwrap();
         assert_eq!(ops.len(), 3);
-        assert_eq!((ops[0].invoke, ops[0].completion, ops[0].outcome), (0, Some(3), Outcome::Info));
-        assert_eq!((ops[1].invoke, ops[1].completion, ops[1].outcome), (1, Some(2), Outcome::Ok));
-        assert_eq!((ops[2].invoke, ops[2].completion, ops[2].outcome), (4, None, Outcome::Info));
+        assert_eq!(
+            (ops[0].invoke, ops[0].completion, ops[0].outcome),
+            (0, Some(3), Outcome::Info)
+        );
+        assert_eq!(
+            (ops[1].invoke, ops[1].completion, ops[1].outcome),
+            (1, Some(2), Outcome::Ok)
+        );
+        assert_eq!(
+            (ops[2].invoke, ops[2].completion, ops[2].outcome),
+            (4, None, Outcome::Info)
+        );
     }
 
     #[test]
     fn completion_without_invocation_names_the_line() {
-        let h = History::from_source(
-            "h.jsonl",
-            vec![op(0, 0, OpType::Ok, "read")],
-            vec![7],
-        );
+        let h = History::from_source("h.jsonl", vec![op(0, 0, OpType::Ok, "read")], vec![7]);
         let err = pair(&h).unwrap_err().to_string();
         assert!(err.starts_with("h.jsonl:7:"), "{err}");
         assert!(err.contains("no invocation"), "{err}");
@@ -155,7 +170,10 @@ mod tests {
             op(0, 0, OpType::Invoke, "read"),
             op(1, 0, OpType::Ok, "write"),
         ]);
-        assert!(pair(&h).unwrap_err().to_string().contains("has f \"write\""));
+        assert!(pair(&h)
+            .unwrap_err()
+            .to_string()
+            .contains("has f \"write\""));
     }
 
     #[test]
@@ -173,5 +191,15 @@ mod tests {
         assert_eq!(ops.len(), 3);
         assert_eq!(ops[0].completion, Some(2));
         assert_eq!(ops[2].completion, Some(5));
+    }
+
+    #[test]
+    fn an_unpaired_nemesis_entry_stays_open() {
+        let n = |i, f: &str| Op::new(i, Process::Nemesis, OpType::Info, f, json!(null));
+        let h = History::from_ops(vec![n(0, "start"), n(1, "stop"), n(2, "stop")]);
+        let ops = pair(&h).unwrap();
+        assert_eq!(ops.len(), 2);
+        assert_eq!((ops[0].invoke, ops[0].completion), (0, None));
+        assert_eq!((ops[1].invoke, ops[1].completion), (1, Some(2)));
     }
 }

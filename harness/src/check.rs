@@ -1,0 +1,411 @@
+//! `harness check`: judge stored histories offline.
+//!
+//! One file prints a summary (anomalies, or the op that could not be linearized); several
+//! print one `PATH<TAB>verdict<TAB>MILLISECONDS` line each, in the order given, checked in
+//! parallel. Exit code: 0 all valid, 1 any invalid, 2 any unknown (none invalid), 3 when a
+//! file could not be read or checked at all.
+
+use crate::cli::CheckArgs;
+use anyhow::{bail, Context, Result};
+use checkers::linear::{check_linearizable, LinearOptions, LinearReport, ModelKind};
+use checkers::log::{check_log, LogReport};
+use checkers::{Results, Verdict};
+use history::{read_history, Format, History};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What a history is judged against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckModel {
+    /// The Kafka log checker (append/read with offsets).
+    Log,
+    /// The linearizability checker with a model.
+    Linear(ModelKind),
+}
+
+impl CheckModel {
+    pub fn parse(name: &str) -> Result<CheckModel> {
+        if name == "log" {
+            return Ok(CheckModel::Log);
+        }
+        name.parse::<ModelKind>()
+            .map(CheckModel::Linear)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckModel::Log => "log",
+            CheckModel::Linear(kind) => kind.name(),
+        }
+    }
+
+    /// The model a history most likely wants: Porcupine formats name theirs; otherwise the
+    /// functions of its client ops decide.
+    pub fn guess(format: Format, history: &History) -> Option<CheckModel> {
+        match format {
+            Format::PorcupineEtcd => return Some(CheckModel::Linear(ModelKind::Etcd)),
+            Format::PorcupineKv => return Some(CheckModel::Linear(ModelKind::Kv)),
+            Format::Jsonl | Format::JepsenEdn => {}
+        }
+        let fs: BTreeSet<&str> = history
+            .ops
+            .iter()
+            .filter(|op| op.process.is_client())
+            .map(|op| op.f.as_str())
+            .collect();
+        let only = |allowed: &[&str]| !fs.is_empty() && fs.iter().all(|f| allowed.contains(f));
+        if only(&["append", "read"])
+            && history
+                .ops
+                .iter()
+                .any(|op| op.f == "append" && op.key().is_some())
+        {
+            Some(CheckModel::Log)
+        } else if only(&["txn"]) {
+            Some(CheckModel::Linear(ModelKind::MultiRegister))
+        } else if only(&["read", "write", "cas"]) && fs.contains("cas") {
+            Some(CheckModel::Linear(ModelKind::CasRegister))
+        } else if only(&["read", "write"]) {
+            Some(CheckModel::Linear(ModelKind::Register))
+        } else if only(&["get", "put", "append"]) {
+            Some(CheckModel::Linear(ModelKind::Kv))
+        } else {
+            None
+        }
+    }
+}
+
+/// Everything one file's check produced.
+#[derive(Debug, Serialize)]
+pub struct FileOutcome {
+    pub path: PathBuf,
+    pub format: String,
+    pub model: String,
+    pub ops: usize,
+    pub millis: u128,
+    pub results: Results,
+    #[serde(skip)]
+    pub log: Option<LogReport>,
+    #[serde(skip)]
+    pub linear: Option<LinearReport>,
+}
+
+/// Options shared by every file of one `harness check`.
+#[derive(Debug, Clone)]
+pub struct CheckSettings {
+    pub format: Option<Format>,
+    pub model: Option<CheckModel>,
+    pub init: Option<serde_json::Value>,
+    pub time_limit: Duration,
+    pub memory_budget_bytes: usize,
+    /// Threads one file's linearizability search may use.
+    pub threads: usize,
+}
+
+impl CheckSettings {
+    pub fn from_args(args: &CheckArgs) -> Result<CheckSettings> {
+        let format = args
+            .format
+            .as_deref()
+            .map(|f| f.parse::<Format>().map_err(|e| anyhow::anyhow!(e)))
+            .transpose()?;
+        let model = args.model.as_deref().map(CheckModel::parse).transpose()?;
+        let init = match &args.init {
+            Some(text) => Some(
+                serde_json::from_str(text)
+                    .with_context(|| format!("--init {text:?} is not JSON"))?,
+            ),
+            None => None,
+        };
+        if init.is_some() && model == Some(CheckModel::Log) {
+            bail!("--init does not apply to --model log");
+        }
+        if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
+            bail!("--time-limit must be a positive number of seconds");
+        }
+        Ok(CheckSettings {
+            format,
+            model,
+            init,
+            time_limit: Duration::from_secs_f64(args.time_limit),
+            memory_budget_bytes: args.memory_limit.saturating_mul(1 << 20),
+            threads: available_threads(),
+        })
+    }
+}
+
+fn available_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A history file, or the `history.jsonl` of a run folder.
+fn history_path(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("history.jsonl")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Reads and checks one file.
+pub fn check_file(path: &Path, settings: &CheckSettings) -> Result<FileOutcome> {
+    let started = Instant::now();
+    let file = history_path(path);
+    let (history, format) = read_history(&file, settings.format)?;
+    let model = match settings.model {
+        Some(model) => model,
+        None => CheckModel::guess(format, &history).with_context(|| {
+            format!(
+                "{}: cannot tell which model to check against; pass --model log|register|cas-register|multi-register|etcd|kv",
+                file.display()
+            )
+        })?,
+    };
+    let mut results = Results::default();
+    let (mut log, mut linear) = (None, None);
+    match model {
+        CheckModel::Log => {
+            let report = check_log(&history)?;
+            results.add("log", report.verdict, &report);
+            log = Some(report);
+        }
+        CheckModel::Linear(kind) => {
+            let mut options = LinearOptions::new(kind);
+            options.init = settings.init.clone();
+            options.time_limit = Some(settings.time_limit);
+            options.memory_budget_bytes = settings.memory_budget_bytes;
+            options.threads = settings.threads.max(1);
+            let report = check_linearizable(&history, &options)?;
+            results.add("linearizable", report.verdict, &report);
+            linear = Some(report);
+        }
+    }
+    Ok(FileOutcome {
+        path: path.to_path_buf(),
+        format: format.name().to_string(),
+        model: model.name().to_string(),
+        ops: history.len(),
+        millis: started.elapsed().as_millis(),
+        results,
+        log,
+        linear,
+    })
+}
+
+/// Runs `harness check`; returns the exit code.
+pub fn run(args: &CheckArgs) -> Result<i32> {
+    let settings = CheckSettings::from_args(args)?;
+    if let [path] = args.files.as_slice() {
+        let outcome = check_file(path, &settings)?;
+        print_summary(&outcome);
+        if path.is_dir() {
+            write_json(&path.join("results.json"), &outcome.results)?;
+        }
+        if let Some(out) = &args.json {
+            write_json(out, &outcome.results)?;
+        }
+        return Ok(outcome.results.verdict.exit_code());
+    }
+    check_many(&args.files, &settings, args.json.as_deref())
+}
+
+#[derive(Serialize)]
+struct ManyFiles<'a> {
+    verdict: Verdict,
+    files: Vec<&'a FileOutcome>,
+    errors: Vec<FileError>,
+}
+
+#[derive(Serialize)]
+struct FileError {
+    path: PathBuf,
+    error: String,
+}
+
+/// Checks files in parallel (one search thread per file), calling `on_done` in input
+/// order as soon as every earlier file is done. Returns every file's outcome, in order.
+pub fn check_files(
+    files: &[PathBuf],
+    settings: &CheckSettings,
+    mut on_done: impl FnMut(&Path, &Result<FileOutcome>),
+) -> Vec<Result<FileOutcome>> {
+    let per_file = CheckSettings {
+        threads: 1,
+        ..settings.clone()
+    };
+    let next = AtomicUsize::new(0);
+    let (sender, receiver) = mpsc::channel::<(usize, Result<FileOutcome>)>();
+    let mut outcomes: Vec<Option<Result<FileOutcome>>> = (0..files.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..settings.threads.clamp(1, files.len().max(1)) {
+            let sender = sender.clone();
+            let (next, per_file) = (&next, &per_file);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(path) = files.get(i) else { return };
+                if sender.send((i, check_file(path, per_file))).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(sender);
+        let mut reported = 0;
+        for (i, outcome) in receiver {
+            outcomes[i] = Some(outcome);
+            while let (Some(Some(done)), Some(path)) = (outcomes.get(reported), files.get(reported))
+            {
+                on_done(path, done);
+                reported += 1;
+            }
+        }
+    });
+    outcomes.into_iter().flatten().collect()
+}
+
+fn check_many(files: &[PathBuf], settings: &CheckSettings, json: Option<&Path>) -> Result<i32> {
+    let outcomes = check_files(files, settings, |path, outcome| match outcome {
+        Ok(o) => println!("{}\t{}\t{}", path.display(), o.results.verdict, o.millis),
+        Err(e) => eprintln!("error: {}: {e:#}", path.display()),
+    });
+    let mut verdicts = Vec::new();
+    let mut ok_outcomes = Vec::new();
+    let mut errors = Vec::new();
+    for (path, outcome) in files.iter().zip(outcomes.iter()) {
+        match outcome {
+            Ok(o) => {
+                verdicts.push(o.results.verdict);
+                ok_outcomes.push(o);
+            }
+            Err(e) => errors.push(FileError {
+                path: path.clone(),
+                error: format!("{e:#}"),
+            }),
+        }
+    }
+    let verdict = Verdict::compose(verdicts);
+    let exit_code = if errors.is_empty() {
+        verdict.exit_code()
+    } else {
+        crate::EXIT_TOOL_ERROR
+    };
+    if let Some(out) = json {
+        let files = ok_outcomes;
+        write_json(
+            out,
+            &ManyFiles {
+                verdict,
+                files,
+                errors,
+            },
+        )?;
+    }
+    Ok(exit_code)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).context("serializing results")?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// How many instances of one anomaly kind the terminal summary shows.
+const SHOWN_PER_KIND: usize = 5;
+
+fn print_summary(outcome: &FileOutcome) {
+    println!(
+        "history: {} ({}, {} ops)",
+        outcome.path.display(),
+        outcome.format,
+        outcome.ops
+    );
+    println!("model: {}", outcome.model);
+    if let Some(report) = &outcome.log {
+        print_log_summary(report);
+    }
+    if let Some(report) = &outcome.linear {
+        print_linear_summary(report);
+    }
+    println!("checked in {} ms", outcome.millis);
+    println!("verdict: {}", outcome.results.verdict);
+}
+
+fn print_log_summary(report: &LogReport) {
+    if report.anomalies.is_empty() {
+        println!("anomalies: none");
+        return;
+    }
+    let mut kinds: Vec<_> = report.anomalies.iter().map(|a| a.kind).collect();
+    kinds.dedup();
+    let kinds: BTreeSet<_> = kinds.into_iter().map(|k| k.name()).collect();
+    for kind in kinds {
+        let of_kind: Vec<_> = report
+            .anomalies
+            .iter()
+            .filter(|a| a.kind.name() == kind)
+            .collect();
+        let counted = of_kind.iter().any(|a| a.counts_against_validity);
+        println!(
+            "{kind}: {} found{}",
+            of_kind.len(),
+            if counted {
+                ""
+            } else {
+                " (reported, not counted against validity)"
+            }
+        );
+        for anomaly in of_kind.iter().take(SHOWN_PER_KIND) {
+            let ops: Vec<String> = anomaly.ops.iter().map(u64::to_string).collect();
+            println!("  {} [ops {}]", anomaly.explanation, ops.join(", "));
+        }
+        if of_kind.len() > SHOWN_PER_KIND {
+            println!(
+                "  ... and {} more (see --json)",
+                of_kind.len() - SHOWN_PER_KIND
+            );
+        }
+    }
+}
+
+fn print_linear_summary(report: &LinearReport) {
+    println!(
+        "operations: {} in {} partition(s), {} checked",
+        report.operations, report.partitions, report.partitions_checked
+    );
+    if let Some(reason) = &report.reason {
+        println!("undecided: {reason}");
+    }
+    if let Some(failure) = &report.failure {
+        if let Some(key) = &failure.key {
+            println!("not linearizable: key {key}");
+        } else {
+            println!("not linearizable");
+        }
+        println!(
+            "  longest linearizable prefix: {} ops{}",
+            failure.longest_prefix.len(),
+            prefix_preview(&failure.longest_prefix)
+        );
+        println!(
+            "  could not place op {}: {}",
+            failure.unplaced, failure.unplaced_description
+        );
+    }
+}
+
+fn prefix_preview(indices: &[u64]) -> String {
+    const SHOWN: usize = 12;
+    if indices.is_empty() {
+        return String::new();
+    }
+    let start = indices.len().saturating_sub(SHOWN);
+    let tail: Vec<String> = indices[start..].iter().map(u64::to_string).collect();
+    format!(
+        " (ends {}{})",
+        if start > 0 { "... " } else { "" },
+        tail.join(" ")
+    )
+}

@@ -1,0 +1,226 @@
+//! `harness check` driven as a user runs it: the real binary, real files, exit codes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn harness(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .output()
+        .expect("the harness binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A scratch folder for one test, removed at the end.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("harness-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Scratch(dir)
+    }
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).expect("write scratch file");
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fixtures() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/porcupine");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!("skipped: ../shared/fixtures not found");
+        None
+    }
+}
+
+fn generated_log_history(seed: u64) -> String {
+    let history = checkers::log::simulate::generate_history(seed, 2_000, 3, 4);
+    history::jsonl::to_jsonl(&history.ops)
+}
+
+#[test]
+fn a_valid_log_history_exits_zero_and_says_so() {
+    let scratch = Scratch::new("valid-log");
+    let path = scratch.file("history.jsonl", &generated_log_history(1));
+    let out = harness(&["check", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains("model: log"), "{text}");
+    assert_eq!(text.lines().last(), Some("verdict: valid"), "{text}");
+}
+
+#[test]
+fn a_lost_write_exits_one_and_names_the_ops() {
+    // Process 0 appends 5 (acked at offset 0); the final read from 0 returns nothing
+    // although the high watermark says offset 0 exists.
+    let scratch = Scratch::new("lost");
+    let lines = [
+        r#"{"index":0,"time":1,"process":0,"type":"invoke","f":"append","value":{"key":"t/0","value":5}}"#,
+        r#"{"index":1,"time":2,"process":0,"type":"ok","f":"append","value":{"key":"t/0","value":5,"offset":0}}"#,
+        r#"{"index":2,"time":3,"process":1,"type":"invoke","f":"append","value":{"key":"t/0","value":6}}"#,
+        r#"{"index":3,"time":4,"process":1,"type":"ok","f":"append","value":{"key":"t/0","value":6,"offset":1}}"#,
+        r#"{"index":4,"time":5,"process":1,"type":"invoke","f":"read","value":{"key":"t/0","offset":0}}"#,
+        r#"{"index":5,"time":6,"process":1,"type":"ok","f":"read","value":{"key":"t/0","offset":0,"records":[[1,6]],"high_watermark":2}}"#,
+    ];
+    let path = scratch.file("lost.jsonl", &(lines.join("\n") + "\n"));
+    let out = harness(&["check", path.to_str().unwrap(), "--model", "log"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(text.contains("lost-write"), "{text}");
+    assert_eq!(text.lines().last(), Some("verdict: invalid"), "{text}");
+}
+
+#[test]
+fn malformed_input_exits_three_naming_file_and_line() {
+    let scratch = Scratch::new("malformed");
+    let good = r#"{"index":0,"process":0,"type":"invoke","f":"read","value":null}"#;
+    let bad_type = scratch.file(
+        "bad-type.jsonl",
+        &format!("{good}\n{}\n", good.replace("invoke", "begin")),
+    );
+    let out = harness(&["check", bad_type.to_str().unwrap(), "--model", "register"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad-type.jsonl:2") && err.contains("unknown op type"),
+        "{err}"
+    );
+
+    let truncated = scratch.file("truncated.jsonl", &format!("{good}\n{}", &good[..20]));
+    let out = harness(&["check", truncated.to_str().unwrap(), "--model", "register"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("truncated.jsonl:2: truncated"),
+        "{}",
+        stderr(&out)
+    );
+
+    let edn = scratch.file(
+        "bad.edn",
+        "[{:process 0, :type :invoke, :f :read, :value nil}\n {:process 0 :type :ok",
+    );
+    let out = harness(&["check", edn.to_str().unwrap(), "--model", "register"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("bad.edn"), "{}", stderr(&out));
+
+    let out = harness(&["check", "/nonexistent/history.jsonl"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("/nonexistent/history.jsonl"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = harness(&["check", bad_type.to_str().unwrap(), "--init", "{not json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("--init"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_run_folder_gets_its_results_json() {
+    let scratch = Scratch::new("run-dir");
+    scratch.file("history.jsonl", &generated_log_history(2));
+    let json_out = scratch.0.join("copy.json");
+    let out = harness(&[
+        "check",
+        scratch.0.to_str().unwrap(),
+        "--json",
+        json_out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scratch.0.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results["verdict"], "valid");
+    assert_eq!(results["checkers"]["log"]["verdict"], "valid");
+    let copy: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json_out).unwrap()).unwrap();
+    assert_eq!(copy, results);
+}
+
+#[test]
+fn every_etcd_history_gets_its_expected_verdict_in_one_process() {
+    let Some(dir) = fixtures() else { return };
+    let expected_tsv = std::fs::read_to_string(dir.join("EXPECTED.tsv")).unwrap();
+    let mut expected = HashMap::new();
+    let mut files = Vec::new();
+    for line in expected_tsv.lines().filter(|l| !l.starts_with('#')) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        if fields.len() < 2 || !fields[0].starts_with("jepsen/") {
+            continue;
+        }
+        let verdict = match fields[1] {
+            "linearizable" => "valid",
+            "not-linearizable" => "invalid",
+            _ => continue,
+        };
+        let path = dir.join(fields[0]);
+        expected.insert(path.display().to_string(), verdict);
+        files.push(path.display().to_string());
+    }
+    assert_eq!(files.len(), 102);
+    let mut args = vec!["check", "--model", "etcd"];
+    args.extend(files.iter().map(String::as_str));
+    let out = harness(&args);
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "some are invalid: {}",
+        stderr(&out)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), files.len(), "{text}");
+    for (line, file) in lines.iter().zip(&files) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        assert_eq!(fields.len(), 3, "{line}");
+        assert_eq!(fields[0], file, "lines come in input order");
+        assert_eq!(fields[1], expected[file.as_str()], "{line}");
+        assert!(fields[2].parse::<u64>().is_ok(), "{line}");
+    }
+}
+
+#[test]
+fn kv_histories_are_guessed_and_judged() {
+    let Some(dir) = fixtures() else { return };
+    for (name, code) in [("c01-ok.txt", 0), ("c01-bad.txt", 1), ("c10-bad.txt", 1)] {
+        let path = dir.join("kv").join(name);
+        let out = harness(&["check", path.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{name}: {text}{}",
+            stderr(&out)
+        );
+        assert!(
+            text.contains("model: kv") && text.contains("porcupine-kv"),
+            "{text}"
+        );
+    }
+}
