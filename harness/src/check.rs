@@ -8,7 +8,7 @@
 use crate::cli::CheckArgs;
 use anyhow::{bail, Context, Result};
 use checkers::linear::{check_linearizable, LinearOptions, LinearReport, ModelKind};
-use checkers::log::{check_log, LogReport};
+use checkers::log::{check_log, AnomalyKind, LogReport};
 use checkers::{Results, Verdict};
 use history::{read_history, Format, History};
 use serde::Serialize;
@@ -144,7 +144,7 @@ fn available_threads() -> usize {
 }
 
 /// A history file, or the `history.jsonl` of a run folder.
-fn history_path(path: &Path) -> PathBuf {
+pub fn history_path(path: &Path) -> PathBuf {
     if path.is_dir() {
         path.join("history.jsonl")
     } else {
@@ -338,34 +338,25 @@ fn print_log_summary(report: &LogReport) {
         println!("anomalies: none");
         return;
     }
-    let mut kinds: Vec<_> = report.anomalies.iter().map(|a| a.kind).collect();
-    kinds.dedup();
-    let kinds: BTreeSet<_> = kinds.into_iter().map(|k| k.name()).collect();
-    for kind in kinds {
-        let of_kind: Vec<_> = report
-            .anomalies
-            .iter()
-            .filter(|a| a.kind.name() == kind)
-            .collect();
-        let counted = of_kind.iter().any(|a| a.counts_against_validity);
-        println!(
-            "{kind}: {} found{}",
-            of_kind.len(),
-            if counted {
-                ""
-            } else {
-                " (reported, not counted against validity)"
-            }
-        );
-        for anomaly in of_kind.iter().take(SHOWN_PER_KIND) {
+    for kind in AnomalyKind::ALL {
+        let found = report.found(kind);
+        if found == 0 {
+            continue;
+        }
+        let counted = report.counted(kind);
+        let note = match counted {
+            0 => " (reported, not counted against validity)".to_string(),
+            c if c == found => String::new(),
+            c => format!(" ({c} counted against validity)"),
+        };
+        println!("{kind}: {found} found{note}");
+        let shown = report.anomalies.iter().filter(|a| a.kind == kind);
+        for anomaly in shown.take(SHOWN_PER_KIND) {
             let ops: Vec<String> = anomaly.ops.iter().map(u64::to_string).collect();
             println!("  {} [ops {}]", anomaly.explanation, ops.join(", "));
         }
-        if of_kind.len() > SHOWN_PER_KIND {
-            println!(
-                "  ... and {} more (see --json)",
-                of_kind.len() - SHOWN_PER_KIND
-            );
+        if found > SHOWN_PER_KIND {
+            println!("  ... and {} more (see --json)", found - SHOWN_PER_KIND);
         }
     }
 }

@@ -20,6 +20,23 @@ pub struct Cli {
 pub enum Command {
     /// Check stored histories offline: our JSONL, Jepsen EDN, or Porcupine's formats.
     Check(CheckArgs),
+    /// Write a history as Jepsen EDN, for Knossos or Elle.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A history file, or a run folder holding `history.jsonl`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Input format; guessed from the file when not given.
+    #[arg(long, value_parser = ["jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv"])]
+    pub format: Option<String>,
+
+    /// Where to write the EDN (default: standard output).
+    #[arg(long, short, value_name = "OUT")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@ fn main() {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Check(args) => harness::check::run(&args),
+        Command::Export(args) => harness::export::run(&args),
     };
     match outcome {
         Ok(code) => std::process::exit(code),

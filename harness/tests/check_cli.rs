@@ -224,3 +224,42 @@ fn kv_histories_are_guessed_and_judged() {
         );
     }
 }
+
+#[test]
+fn export_writes_edn_that_checks_the_same() {
+    let scratch = Scratch::new("export");
+    let jsonl = scratch.file("history.jsonl", &generated_log_history(3));
+    let edn = scratch.0.join("history.edn");
+    let out = harness(&[
+        "export",
+        jsonl.to_str().unwrap(),
+        "--out",
+        edn.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&edn).unwrap();
+    assert!(
+        text.starts_with('[') && text.contains(":type :invoke"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    let out = harness(&["check", edn.to_str().unwrap(), "--model", "log"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("(jepsen-edn,"), "{}", stdout(&out));
+
+    // A history that does not pair up is refused, naming the line.
+    let bad = scratch.file(
+        "bad.jsonl",
+        r#"{"index":0,"process":0,"type":"ok","f":"read","value":null}
+"#,
+    );
+    let out = harness(&["export", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("bad.jsonl:1"), "{}", stderr(&out));
+}

@@ -1,0 +1,31 @@
+//! `harness export`: a history (any format we read) as Jepsen EDN, so that Knossos and
+//! Elle can judge our runs too.
+
+use crate::check::history_path;
+use crate::cli::ExportArgs;
+use anyhow::{Context, Result};
+use history::{jepsen, read_history, Format};
+use std::io::Write;
+
+/// Runs `harness export`; returns the exit code.
+pub fn run(args: &ExportArgs) -> Result<i32> {
+    let format = args
+        .format
+        .as_deref()
+        .map(|f| f.parse::<Format>().map_err(|e| anyhow::anyhow!(e)))
+        .transpose()?;
+    let (history, _) = read_history(&history_path(&args.file), format)?;
+    // Refuse histories that do not pair up: Knossos would misjudge them silently.
+    history::pair(&history)?;
+    let edn = jepsen::to_jepsen_edn(&history);
+    match &args.out {
+        Some(out) => {
+            std::fs::write(out, edn).with_context(|| format!("writing {}", out.display()))?
+        }
+        None => std::io::stdout()
+            .lock()
+            .write_all(edn.as_bytes())
+            .context("writing to standard output")?,
+    }
+    Ok(0)
+}
