@@ -32,9 +32,11 @@ impl CheckModel {
         if name == "log" {
             return Ok(CheckModel::Log);
         }
-        name.parse::<ModelKind>()
-            .map(CheckModel::Linear)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        name.parse::<ModelKind>().map(CheckModel::Linear).map_err(|_| {
+            anyhow::anyhow!(
+                "unknown model {name:?}: expected log, register, cas-register, multi-register, etcd or kv"
+            )
+        })
     }
 
     pub fn name(self) -> &'static str {
@@ -109,12 +111,6 @@ pub struct CheckSettings {
 
 impl CheckSettings {
     pub fn from_args(args: &CheckArgs) -> Result<CheckSettings> {
-        let format = args
-            .format
-            .as_deref()
-            .map(|f| f.parse::<Format>().map_err(|e| anyhow::anyhow!(e)))
-            .transpose()?;
-        let model = args.model.as_deref().map(CheckModel::parse).transpose()?;
         let init = match &args.init {
             Some(text) => Some(
                 serde_json::from_str(text)
@@ -122,15 +118,15 @@ impl CheckSettings {
             ),
             None => None,
         };
-        if init.is_some() && model == Some(CheckModel::Log) {
+        if init.is_some() && args.model == Some(CheckModel::Log) {
             bail!("--init does not apply to --model log");
         }
         if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
             bail!("--time-limit must be a positive number of seconds");
         }
         Ok(CheckSettings {
-            format,
-            model,
+            format: args.format,
+            model: args.model,
             init,
             time_limit: Duration::from_secs_f64(args.time_limit),
             memory_budget_bytes: args.memory_limit.saturating_mul(1 << 20),

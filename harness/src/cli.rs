@@ -1,6 +1,8 @@
 //! The command line, parsed into plain data (clap); `main.rs` dispatches on it.
 
+use crate::check::CheckModel;
 use clap::{Args, Parser, Subcommand};
+use history::Format;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -31,8 +33,8 @@ pub struct ExportArgs {
     pub file: PathBuf,
 
     /// Input format; guessed from the file when not given.
-    #[arg(long, value_parser = ["jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv"])]
-    pub format: Option<String>,
+    #[arg(long, value_name = "jsonl|jepsen-edn|porcupine-etcd|porcupine-kv", value_parser = parse_format)]
+    pub format: Option<Format>,
 
     /// Where to write the EDN (default: standard output).
     #[arg(long, short, value_name = "OUT")]
@@ -47,12 +49,16 @@ pub struct CheckArgs {
     pub files: Vec<PathBuf>,
 
     /// Input format; guessed from each file when not given.
-    #[arg(long, value_parser = ["jsonl", "jepsen-edn", "porcupine-etcd", "porcupine-kv"])]
-    pub format: Option<String>,
+    #[arg(long, value_name = "jsonl|jepsen-edn|porcupine-etcd|porcupine-kv", value_parser = parse_format)]
+    pub format: Option<Format>,
 
     /// What to check against; guessed from the format and the ops' functions when not given.
-    #[arg(long, value_parser = ["log", "register", "cas-register", "multi-register", "etcd", "kv"])]
-    pub model: Option<String>,
+    #[arg(
+        long,
+        value_name = "log|register|cas-register|multi-register|etcd|kv",
+        value_parser = parse_model
+    )]
+    pub model: Option<CheckModel>,
 
     /// The model's initial value as JSON, e.g. `0`, `null`, `{"x":0,"y":0}`.
     #[arg(long, value_name = "JSON")]
@@ -69,4 +75,12 @@ pub struct CheckArgs {
     /// Also write the full results as JSON to this file.
     #[arg(long, value_name = "OUT")]
     pub json: Option<PathBuf>,
+}
+
+fn parse_format(name: &str) -> Result<Format, String> {
+    name.parse()
+}
+
+fn parse_model(name: &str) -> Result<CheckModel, String> {
+    CheckModel::parse(name).map_err(|e| e.to_string())
 }

@@ -4,17 +4,12 @@
 use crate::check::history_path;
 use crate::cli::ExportArgs;
 use anyhow::{Context, Result};
-use history::{jepsen, read_history, Format};
+use history::{jepsen, read_history};
 use std::io::Write;
 
 /// Runs `harness export`; returns the exit code.
 pub fn run(args: &ExportArgs) -> Result<i32> {
-    let format = args
-        .format
-        .as_deref()
-        .map(|f| f.parse::<Format>().map_err(|e| anyhow::anyhow!(e)))
-        .transpose()?;
-    let (history, _) = read_history(&history_path(&args.file), format)?;
+    let (history, _) = read_history(&history_path(&args.file), args.format)?;
     // Refuse histories that do not pair up: Knossos would misjudge them silently.
     history::pair(&history)?;
     let edn = jepsen::to_jepsen_edn(&history);

@@ -10,7 +10,20 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    // Exit code 2 means "unknown" to our users' scripts, so clap's usage errors (which
+    // exit 2 by default) exit with the tool-error code instead; help and version exit 0.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() {
+                EXIT_TOOL_ERROR
+            } else {
+                0
+            };
+            let _ = error.print();
+            std::process::exit(code);
+        }
+    };
     let outcome = match cli.command {
         Command::Check(args) => harness::check::run(&args),
         Command::Export(args) => harness::export::run(&args),

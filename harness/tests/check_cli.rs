@@ -263,3 +263,47 @@ fn export_writes_edn_that_checks_the_same() {
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("bad.jsonl:1"), "{}", stderr(&out));
 }
+
+#[test]
+fn usage_errors_exit_three_not_the_unknown_verdicts_two() {
+    let out = harness(&["check", "x.jsonl", "--model", "bogus"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("expected log, register"),
+        "{}",
+        stderr(&out)
+    );
+    let out = harness(&["check"]);
+    assert_eq!(out.status.code(), Some(3));
+    let out = harness(&["check", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("--model"));
+}
+
+#[test]
+fn an_undecidable_search_exits_two_with_its_reason() {
+    // 25 writes of distinct values that never complete (so may happen any time), then a
+    // read of a value nobody wrote: refuting it means trying every subset of the writes.
+    let scratch = Scratch::new("unknown");
+    let mut edn = String::from("; hard for any linearizability search\n[\n");
+    for p in 0..25 {
+        edn.push_str(&format!(
+            "{{:process {p}, :type :invoke, :f :write, :value {p}}}\n"
+        ));
+    }
+    edn.push_str("{:process 99, :type :invoke, :f :read, :value nil}\n");
+    edn.push_str("{:process 99, :type :ok, :f :read, :value 999}\n]\n");
+    let path = scratch.file("hard.edn", &edn);
+    let out = harness(&[
+        "check",
+        path.to_str().unwrap(),
+        "--model",
+        "register",
+        "--time-limit",
+        "0.2",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}{}", stderr(&out));
+    assert!(text.contains("undecided: time limit"), "{text}");
+    assert_eq!(text.lines().last(), Some("verdict: unknown"), "{text}");
+}
