@@ -1,6 +1,7 @@
 //! `harness check` driven as a user runs it: the real binary, real files, exit codes.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -47,7 +48,13 @@ fn fixtures() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        println!("skipped: ../shared/fixtures not found");
+        // Written to the stderr handle itself: libtest captures println! of passing tests,
+        // and a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: ../shared/fixtures not found: {}",
+            dir.display()
+        );
         None
     }
 }
