@@ -1,3 +1,6 @@
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use harness::cli::{Cli, Command};
 use harness::EXIT_TOOL_ERROR;
