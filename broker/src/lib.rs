@@ -1,0 +1,16 @@
+//! The system under test: a Kafka-style replicated-log broker (DESIGN.md §2).
+//!
+//! - [`record`]: a record (offset, leader epoch, value).
+//! - [`log`]: the [`log::ReplicaLog`] port between the replica core and storage, and an
+//!   in-memory log for tests.
+//! - [`storage`]: segment files on disk, recovery, checkpoints, flush policy.
+//! - [`replica`]: one partition replica as a pure state machine (leader and follower
+//!   roles, high watermark, ISR, leader epochs) and the bug switches.
+//!
+//! Architecture invariant: the replica core reads no clock and opens no socket; time and
+//! messages come in as events, effects go out. The bug switches live only in that core.
+
+pub mod log;
+pub mod record;
+pub mod replica;
+pub mod storage;
