@@ -106,15 +106,13 @@ impl ReplicaLog for MemoryLog {
     }
 
     fn append(&mut self, records: &[Record]) -> Result<(), LogError> {
-        let mut expected = self.log_end_offset();
-        for record in records {
+        for (expected, record) in (self.log_end_offset()..).zip(records) {
             if record.offset != expected {
                 return Err(LogError::Contract(format!(
-                    "append at offset {} but the log end offset is {expected}",
+                    "append at offset {} where offset {expected} is next",
                     record.offset
                 )));
             }
-            expected += 1;
         }
         self.records.extend_from_slice(records);
         Ok(())
