@@ -1,5 +1,6 @@
 //! The system under test: a Kafka-style replicated-log broker (DESIGN.md §2).
 //!
+//! - [`config`]: the node configuration (`node.toml`), parsed strictly and validated.
 //! - [`record`]: a record (offset, leader epoch, value).
 //! - [`log`]: the [`log::ReplicaLog`] port between the replica core and storage, and an
 //!   in-memory log for tests.
@@ -10,6 +11,7 @@
 //! Architecture invariant: the replica core reads no clock and opens no socket; time and
 //! messages come in as events, effects go out. The bug switches live only in that core.
 
+pub mod config;
 pub mod log;
 pub mod record;
 pub mod replica;

@@ -1,0 +1,416 @@
+//! A broker's node configuration (`broker --config node.toml`): parsed strictly, then
+//! validated, so that a malformed or inconsistent file is refused at start with the file,
+//! the key and the reason, never half-applied.
+//!
+//! ```toml
+//! broker_id = 1
+//! data_dir = "/var/lib/broker"
+//! bugs = ["KAFKA-7128"]            # historical behaviours to restore; default none
+//! truncation_mode = "epoch"        # or "hw" (before KIP-101)
+//! unclean_leader_election = false
+//! min_insync_replicas = 2
+//! replica_lag_time_max_ms = 10000
+//! replica_fetch_wait_max_ms = 500
+//! max_value_bytes = 1048576
+//!
+//! [listeners]                      # this broker's three ports, one per kind of traffic
+//! client = "10.77.0.1:9092"
+//! replication = "10.77.0.1:9093"
+//! metadata = "10.77.0.1:9094"
+//!
+//! [[brokers]]                      # every broker of the cluster, this one included
+//! id = 1
+//! replication = "10.77.0.1:9093"
+//! metadata = "10.77.0.1:9094"
+//!
+//! [storage]
+//! segment_bytes = 1048576
+//! flush_policy = "os_only"         # or "every_append", or { every_records = 100 }
+//! ```
+
+use crate::replica::{BrokerId, BugSwitches, TruncationMode};
+use crate::storage::{FlushPolicy, StorageConfig};
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Why a configuration was refused: the file, the key (when one is to blame), the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {}{reason}", key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+pub struct ConfigError {
+    pub file: String,
+    pub key: Option<String>,
+    pub reason: String,
+}
+
+/// The three listeners of one broker, each on its own port so that the nemesis can cut
+/// one kind of traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listeners {
+    pub client: SocketAddr,
+    pub replication: SocketAddr,
+    pub metadata: SocketAddr,
+}
+
+/// Another broker (or this one) as its peers reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    pub id: BrokerId,
+    pub replication: SocketAddr,
+    pub metadata: SocketAddr,
+}
+
+/// The file as written; see [`NodeConfig`] for the validated form.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    broker_id: BrokerId,
+    data_dir: PathBuf,
+    listeners: Listeners,
+    brokers: Vec<Peer>,
+    #[serde(default)]
+    bugs: Vec<String>,
+    #[serde(default = "default_truncation_mode")]
+    truncation_mode: String,
+    #[serde(default)]
+    unclean_leader_election: bool,
+    #[serde(default = "default_min_insync_replicas")]
+    min_insync_replicas: usize,
+    #[serde(default = "default_replica_lag_time_max_ms")]
+    replica_lag_time_max_ms: u64,
+    #[serde(default = "default_replica_fetch_wait_max_ms")]
+    replica_fetch_wait_max_ms: u64,
+    #[serde(default = "default_max_value_bytes")]
+    max_value_bytes: usize,
+    #[serde(default)]
+    storage: StorageConfig,
+}
+
+fn default_truncation_mode() -> String {
+    "epoch".into()
+}
+fn default_min_insync_replicas() -> usize {
+    1
+}
+fn default_replica_lag_time_max_ms() -> u64 {
+    10_000
+}
+fn default_replica_fetch_wait_max_ms() -> u64 {
+    500
+}
+fn default_max_value_bytes() -> usize {
+    1 << 20
+}
+
+/// A validated node configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfig {
+    pub broker_id: BrokerId,
+    pub data_dir: PathBuf,
+    pub listeners: Listeners,
+    /// Every broker of the cluster, sorted by id; this broker is among them.
+    pub brokers: Vec<Peer>,
+    pub bugs: BugSwitches,
+    pub truncation_mode: TruncationMode,
+    pub unclean_leader_election: bool,
+    pub min_insync_replicas: usize,
+    pub replica_lag_time_max_ms: u64,
+    pub replica_fetch_wait_max_ms: u64,
+    pub max_value_bytes: usize,
+    pub storage: StorageConfig,
+}
+
+impl NodeConfig {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            key: None,
+            reason: format!("cannot read: {e}"),
+        })?;
+        NodeConfig::parse(&file, &text)
+    }
+
+    /// Parses and validates `text`; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<NodeConfig, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+            file: file.to_string(),
+            key: None,
+            reason: match e.span() {
+                Some(span) => format!("{}: {}", line_and_column(text, span.start), e.message()),
+                None => e.message().to_string(),
+            },
+        })?;
+        validate(file, raw)
+    }
+
+    /// This broker's entry in `brokers`.
+    pub fn this_broker(&self) -> Option<&Peer> {
+        self.brokers.iter().find(|p| p.id == self.broker_id)
+    }
+}
+
+/// `line L, column C` (1-based) of a byte position in `text`, with that line quoted: it
+/// names the key and shows the value where a value is wrong.
+fn line_and_column(text: &str, position: usize) -> String {
+    let before = text.get(..position).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    let quoted = text.lines().nth(line - 1).unwrap_or_default().trim();
+    format!("line {line}, column {column} (`{quoted}`)")
+}
+
+fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
+    let refuse = |key: &str, reason: String| ConfigError {
+        file: file.to_string(),
+        key: Some(key.to_string()),
+        reason,
+    };
+    let names: Vec<&str> = raw.bugs.iter().map(String::as_str).collect();
+    let bugs = BugSwitches::from_names(&names).map_err(|e| refuse("bugs", e.to_string()))?;
+    let truncation_mode = match raw.truncation_mode.as_str() {
+        "epoch" => TruncationMode::Epoch,
+        "hw" => TruncationMode::Hw,
+        other => {
+            return Err(refuse(
+                "truncation_mode",
+                format!("{other:?} is not one of \"epoch\", \"hw\""),
+            ))
+        }
+    };
+    if raw.min_insync_replicas == 0 {
+        return Err(refuse("min_insync_replicas", "must be at least 1".into()));
+    }
+    if raw.replica_lag_time_max_ms == 0 {
+        return Err(refuse("replica_lag_time_max_ms", "must be positive".into()));
+    }
+    // As Kafka insists: a follower's long poll must end well before the leader would
+    // call it out of sync, or an idle partition shrinks its ISR.
+    if raw.replica_fetch_wait_max_ms >= raw.replica_lag_time_max_ms {
+        return Err(refuse(
+            "replica_fetch_wait_max_ms",
+            format!(
+                "{} must be less than replica_lag_time_max_ms ({})",
+                raw.replica_fetch_wait_max_ms, raw.replica_lag_time_max_ms
+            ),
+        ));
+    }
+    if raw.max_value_bytes == 0 {
+        return Err(refuse("max_value_bytes", "must be positive".into()));
+    }
+    if raw.storage.segment_bytes == 0 {
+        return Err(refuse("storage.segment_bytes", "must be positive".into()));
+    }
+    if let FlushPolicy::EveryRecords(0) = raw.storage.flush_policy {
+        return Err(refuse(
+            "storage.flush_policy",
+            "every_records must be at least 1".into(),
+        ));
+    }
+    let ports = [
+        raw.listeners.client,
+        raw.listeners.replication,
+        raw.listeners.metadata,
+    ];
+    if ports.iter().collect::<HashSet<_>>().len() != ports.len() {
+        return Err(refuse(
+            "listeners",
+            "client, replication and metadata need three different addresses".into(),
+        ));
+    }
+    if raw.brokers.is_empty() {
+        return Err(refuse("brokers", "lists no broker".into()));
+    }
+    let mut ids = HashSet::new();
+    for peer in &raw.brokers {
+        if !ids.insert(peer.id) {
+            return Err(refuse(
+                "brokers",
+                format!("broker id {} appears twice", peer.id),
+            ));
+        }
+    }
+    let mut brokers = raw.brokers;
+    brokers.sort_by_key(|p| p.id);
+    let Some(me) = brokers.iter().find(|p| p.id == raw.broker_id) else {
+        return Err(refuse(
+            "broker_id",
+            format!("{} is not among the [[brokers]] entries", raw.broker_id),
+        ));
+    };
+    if me.replication != raw.listeners.replication || me.metadata != raw.listeners.metadata {
+        return Err(refuse(
+            "brokers",
+            format!(
+                "the entry for this broker ({}) disagrees with [listeners]",
+                raw.broker_id
+            ),
+        ));
+    }
+    if raw.min_insync_replicas > brokers.len() {
+        return Err(refuse(
+            "min_insync_replicas",
+            format!(
+                "{} is more than the {} brokers of the cluster",
+                raw.min_insync_replicas,
+                brokers.len()
+            ),
+        ));
+    }
+    Ok(NodeConfig {
+        broker_id: raw.broker_id,
+        data_dir: raw.data_dir,
+        listeners: raw.listeners,
+        brokers,
+        bugs,
+        truncation_mode,
+        unclean_leader_election: raw.unclean_leader_election,
+        min_insync_replicas: raw.min_insync_replicas,
+        replica_lag_time_max_ms: raw.replica_lag_time_max_ms,
+        replica_fetch_wait_max_ms: raw.replica_fetch_wait_max_ms,
+        max_value_bytes: raw.max_value_bytes,
+        storage: raw.storage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+broker_id = 2
+data_dir = "/tmp/b2"
+bugs = ["KAFKA-7128", "kafka-2143"]
+truncation_mode = "hw"
+min_insync_replicas = 2
+
+[listeners]
+client = "127.0.0.1:9192"
+replication = "127.0.0.1:9193"
+metadata = "127.0.0.1:9194"
+
+[[brokers]]
+id = 1
+replication = "127.0.0.1:9093"
+metadata = "127.0.0.1:9094"
+
+[[brokers]]
+id = 2
+replication = "127.0.0.1:9193"
+metadata = "127.0.0.1:9194"
+
+[storage]
+flush_policy = { every_records = 100 }
+"#;
+
+    fn refused(text: &str) -> String {
+        NodeConfig::parse("node.toml", text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn parses_a_good_file_with_defaults() {
+        let config = NodeConfig::parse("node.toml", GOOD).unwrap();
+        assert_eq!(config.broker_id, 2);
+        assert!(config.bugs.kafka_7128 && config.bugs.kafka_2143 && !config.bugs.kafka_7040);
+        assert_eq!(config.truncation_mode, TruncationMode::Hw);
+        assert_eq!(config.replica_lag_time_max_ms, 10_000);
+        assert_eq!(config.storage.flush_policy, FlushPolicy::EveryRecords(100));
+        assert_eq!(config.this_broker().map(|p| p.id), Some(2));
+    }
+
+    #[test]
+    fn refusals_name_the_file_the_key_and_the_reason() {
+        let cases = [
+            (
+                GOOD.replace("\"hw\"", "\"zk\""),
+                "key `truncation_mode`: \"zk\" is not one of",
+            ),
+            (
+                GOOD.replace("KAFKA-7128", "KAFKA-9999"),
+                "key `bugs`: unknown bug switch \"KAFKA-9999\"",
+            ),
+            (
+                GOOD.replace("min_insync_replicas = 2", "min_insync_replicas = 0"),
+                "key `min_insync_replicas`: must be at least 1",
+            ),
+            (
+                GOOD.replace("min_insync_replicas = 2", "min_insync_replicas = 3"),
+                "key `min_insync_replicas`: 3 is more than the 2 brokers",
+            ),
+            (
+                GOOD.replace("broker_id = 2", "broker_id = 7"),
+                "key `broker_id`: 7 is not among",
+            ),
+            (
+                GOOD.replace("9192", "9193"),
+                "key `listeners`: client, replication and metadata need three different",
+            ),
+            (
+                GOOD.replace("id = 1", "id = 2"),
+                "key `brokers`: broker id 2 appears twice",
+            ),
+            (
+                GOOD.replace(
+                    "min_insync_replicas = 2",
+                    "min_insync_replicas = 2\nreplica_fetch_wait_max_ms = 20000",
+                ),
+                "key `replica_fetch_wait_max_ms`: 20000 must be less than",
+            ),
+            (
+                GOOD.replace("{ every_records = 100 }", "{ every_records = 0 }"),
+                "key `storage.flush_policy`",
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = refused(&text);
+            assert!(message.starts_with("node.toml: "), "{message}");
+            assert!(
+                message.contains(expected),
+                "{message}\n  expected: {expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn syntax_errors_and_unknown_keys_are_refused_with_their_place() {
+        let message = refused(&GOOD.replace("broker_id = 2", "broker_id = "));
+        assert!(
+            message.starts_with("node.toml: line 2, column 13 (`broker_id =`): "),
+            "{message}"
+        );
+        let message = refused(&GOOD.replace("min_insync_replicas = 2", "min_insync_replica = 2"));
+        assert!(
+            message.starts_with(
+                "node.toml: line 6, column 1 (`min_insync_replica = 2`): unknown field `min_insync_replica`"
+            ),
+            "{message}"
+        );
+        let message = refused(&GOOD.replace("broker_id = 2", "broker_id = -2"));
+        assert!(message.contains("broker_id"), "{message}");
+        let message = refused(&GOOD.replace(
+            "127.0.0.1:9193\"\nmetadata = \"127.0.0.1:9194\"\n\n[[brokers]]",
+            "nowhere\"\nmetadata = \"127.0.0.1:9194\"\n\n[[brokers]]",
+        ));
+        assert!(
+            message.contains("replication") || message.contains("address"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let message = NodeConfig::load(Path::new("/nonexistent/node.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("/nonexistent/node.toml: cannot read"),
+            "{message}"
+        );
+    }
+}
