@@ -153,6 +153,13 @@ pub fn check_file(path: &Path, settings: &CheckSettings) -> Result<FileOutcome> 
     let started = Instant::now();
     let file = history_path(path);
     let (history, format) = read_history(&file, settings.format)?;
+    if let Some(torn) = &history.torn_tail {
+        eprintln!(
+            "warning: {torn}: incomplete last line dropped (the writer was killed mid-write); \
+             checking the {} complete ops before it",
+            history.len()
+        );
+    }
     let model = match settings.model {
         Some(model) => model,
         None => CheckModel::guess(format, &history).with_context(|| {

@@ -112,11 +112,12 @@ fn malformed_input_exits_three_naming_file_and_line() {
         "{err}"
     );
 
-    let truncated = scratch.file("truncated.jsonl", &format!("{good}\n{}", &good[..20]));
-    let out = harness(&["check", truncated.to_str().unwrap(), "--model", "register"]);
+    // A line broken anywhere but at the very end is an error.
+    let broken = scratch.file("broken.jsonl", &format!("{}\n{good}\n", &good[..20]));
+    let out = harness(&["check", broken.to_str().unwrap(), "--model", "register"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(
-        stderr(&out).contains("truncated.jsonl:2: truncated"),
+        stderr(&out).contains("broken.jsonl:1: bad history line"),
         "{}",
         stderr(&out)
     );
@@ -140,6 +141,36 @@ fn malformed_input_exits_three_naming_file_and_line() {
     let out = harness(&["check", bad_type.to_str().unwrap(), "--init", "{not json"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("--init"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_torn_last_line_is_reported_and_the_rest_checked() {
+    // What a harness killed mid-write leaves: the last line cut short, no newline.
+    let scratch = Scratch::new("torn");
+    let mut text = generated_log_history(4);
+    let complete = text.lines().count() - 1;
+    text.truncate(text.len() - 30);
+    let path = scratch.file("history.jsonl", &text);
+    let out = harness(&["check", path.to_str().unwrap(), "--model", "log"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "history.jsonl:{}: incomplete last line dropped",
+            complete + 1
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("checking the {complete} complete ops")),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).contains(&format!("(jsonl, {complete} ops)")),
+        "{}",
+        stdout(&out)
+    );
+    // The verdict is the checker's on what remains; a correct simulated log stays valid.
+    assert_eq!(out.status.code(), Some(0), "{}{err}", stdout(&out));
 }
 
 #[test]

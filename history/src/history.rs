@@ -12,6 +12,9 @@ pub struct History {
     pub source: Option<String>,
     /// 1-based source line of each op (parallel to `ops`); empty for in-memory histories.
     pub lines: Vec<usize>,
+    /// Where an incomplete last line was dropped: what a writer killed mid-write leaves
+    /// (JSONL only). Readers should tell the user.
+    pub torn_tail: Option<Location>,
 }
 
 impl History {
@@ -21,6 +24,7 @@ impl History {
             ops,
             source: None,
             lines: Vec::new(),
+            torn_tail: None,
         }
     }
 
@@ -31,6 +35,7 @@ impl History {
             ops,
             source: Some(source.into()),
             lines,
+            torn_tail: None,
         }
     }
 
@@ -72,6 +77,7 @@ impl History {
             ops,
             source: self.source.clone(),
             lines,
+            torn_tail: self.torn_tail.clone(),
         }
     }
 }

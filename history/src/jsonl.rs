@@ -1,8 +1,11 @@
 //! The harness's own history format: one JSON object per line (DESIGN.md §4).
 //!
-//! The writer streams while a test runs. It only ever writes whole lines, and flushes at
+//! The writer streams while a test runs. It hands the OS whole lines only, and flushes at
 //! least every [`FLUSH_INTERVAL`] or every `flush_every` ops, so a harness killed at any
-//! moment leaves a history that reads cleanly up to its last flush.
+//! moment leaves a history that reads up to its last flush. A kill can still cut a
+//! `write(2)` short (Linux stops a write at a page boundary once a fatal signal is
+//! pending), so the reader drops an incomplete *last* line and says where
+//! ([`History::torn_tail`]); damage anywhere else is an error.
 
 use crate::error::{HistoryError, Location};
 use crate::history::History;
@@ -49,8 +52,9 @@ pub fn read_jsonl(path: &Path) -> Result<History, HistoryError> {
 const PARALLEL_THRESHOLD: usize = 4 << 20;
 
 /// Parses JSONL text; `source` names it in errors. Blank lines are skipped. A last line
-/// without its newline that does not parse is reported as truncated. Large texts are
-/// split at line boundaries and parsed on every core.
+/// without its newline that does not parse is the torn tail of a killed writer: it is
+/// dropped and its place kept in [`History::torn_tail`]. Any other bad line is an error.
+/// Large texts are split at line boundaries and parsed on every core.
 pub fn parse_jsonl(source: &str, text: &str) -> Result<History, HistoryError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunks = if text.len() < PARALLEL_THRESHOLD || threads < 2 {
@@ -83,6 +87,7 @@ pub fn parse_jsonl(source: &str, text: &str) -> Result<History, HistoryError> {
     };
     let mut ops = Vec::with_capacity(parsed.iter().flatten().map(|c| c.ops.len()).sum());
     let mut lines = Vec::with_capacity(ops.capacity());
+    let mut torn_tail = None;
     let mut lines_before = 0;
     for (chunk_text, chunk) in chunks.iter().zip(parsed) {
         let chunk = chunk.map_err(|e| {
@@ -94,6 +99,12 @@ pub fn parse_jsonl(source: &str, text: &str) -> Result<History, HistoryError> {
                 e.message,
             )
         })?;
+        if let Some(line) = chunk.torn_line {
+            torn_tail = Some(Location {
+                source: Some(source.to_string()),
+                line: lines_before + line,
+            });
+        }
         for (mut op, (line, index)) in chunk
             .ops
             .into_iter()
@@ -106,7 +117,9 @@ pub fn parse_jsonl(source: &str, text: &str) -> Result<History, HistoryError> {
         }
         lines_before += chunk_text.bytes().filter(|&b| b == b'\n').count();
     }
-    Ok(History::from_source(source, ops, lines))
+    let mut history = History::from_source(source, ops, lines);
+    history.torn_tail = torn_tail;
+    Ok(history)
 }
 
 /// Splits `text` into about `parts` pieces, each ending just after a newline (the last
@@ -138,6 +151,8 @@ struct Chunk {
     ops: Vec<Op>,
     lines: Vec<usize>,
     indices: Vec<Option<u64>>,
+    /// Chunk-relative line of a dropped incomplete last line.
+    torn_line: Option<usize>,
 }
 
 /// A parse error at a chunk-relative line.
@@ -151,6 +166,7 @@ fn parse_chunk(text: &str, is_last: bool) -> Result<Chunk, ChunkError> {
         ops: Vec::new(),
         lines: Vec::new(),
         indices: Vec::new(),
+        torn_line: None,
     };
     let ends_with_newline = text.ends_with('\n');
     let mut lines = text.lines().enumerate().peekable();
@@ -161,17 +177,14 @@ fn parse_chunk(text: &str, is_last: bool) -> Result<Chunk, ChunkError> {
         }
         let raw: LineOp = match serde_json::from_str(line) {
             Ok(raw) => raw,
+            Err(_) if is_last && lines.peek().is_none() && !ends_with_newline => {
+                chunk.torn_line = Some(line_number);
+                break;
+            }
             Err(e) => {
-                let truncated =
-                    is_last && lines.peek().is_none() && !ends_with_newline && e.is_eof();
-                let message = if truncated {
-                    format!("truncated line (the file ends mid-op): {e}")
-                } else {
-                    format!("bad history line: {e}")
-                };
                 return Err(ChunkError {
                     line: line_number,
-                    message,
+                    message: format!("bad history line: {e}"),
                 });
             }
         };
@@ -417,11 +430,23 @@ mod tests {
     }
 
     #[test]
-    fn truncated_last_line_is_reported() {
+    fn a_torn_last_line_is_dropped_and_its_place_kept() {
         let mut text = to_jsonl(&sample());
         text.truncate(text.len() - 10);
+        let h = parse_jsonl("h.jsonl", &text).unwrap();
+        assert_eq!(h.ops, sample()[..2].to_vec());
+        assert_eq!(
+            h.torn_tail.map(|l| l.to_string()),
+            Some("h.jsonl:3".to_string())
+        );
+        // The same damage with a newline after it, or further up, is an error.
+        text.push('\n');
         let err = parse_jsonl("h.jsonl", &text).unwrap_err().to_string();
-        assert!(err.starts_with("h.jsonl:3: truncated line"), "{err}");
+        assert!(err.starts_with("h.jsonl:3: bad history line"), "{err}");
+        let whole = to_jsonl(&sample());
+        let broken = whole.replacen("\"f\":\"append\"", "\"f\":", 1);
+        let err = parse_jsonl("h.jsonl", &broken).unwrap_err().to_string();
+        assert!(err.starts_with("h.jsonl:1: bad history line"), "{err}");
     }
 
     #[test]
