@@ -7,6 +7,7 @@
 //! - [`storage`]: segment files on disk, recovery, checkpoints, flush policy.
 //! - [`replica`]: one partition replica as a pure state machine (leader and follower
 //!   roles, high watermark, ISR, leader epochs) and the bug switches.
+//! - [`server`]: the network layer: HTTP servers, the partition driver, follower fetchers.
 //!
 //! Architecture invariant: the replica core reads no clock and opens no socket; time and
 //! messages come in as events, effects go out. The bug switches live only in that core.
@@ -15,4 +16,5 @@ pub mod config;
 pub mod log;
 pub mod record;
 pub mod replica;
+pub mod server;
 pub mod storage;
