@@ -51,7 +51,10 @@ pub trait ReplicaLog {
     fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError>;
     /// Removes every record and restarts the log at `offset`: log start = LEO = `offset`.
     fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError>;
-    /// Makes appended records durable as the flush policy requires now.
+    /// Makes appended records durable as far as the log's flush policy asks now: callers
+    /// may call it after every append; a policy that leaves syncing to the OS makes it a
+    /// no-op. (Appended records are with the OS as soon as `append` returns, so a killed
+    /// process loses none of them; the policy is about machine crashes.)
     fn flush(&mut self) -> Result<(), LogError>;
     /// The high watermark last checkpointed (0 when none).
     fn high_watermark_checkpoint(&self) -> Offset;

@@ -109,7 +109,22 @@ impl SegmentLog {
 
     /// Flushes and closes, reporting what dropping the log could only log.
     pub fn close(mut self) -> Result<(), LogError> {
-        self.flush()
+        self.sync()
+    }
+
+    /// Fsyncs every unflushed record (and the directory, after a segment was created or
+    /// deleted) whatever the flush policy: for close, shutdown and segment rolls.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        if self.unflushed_records > 0 {
+            if let Some(active) = self.segments.last() {
+                active.sync()?;
+            }
+            self.unflushed_records = 0;
+        }
+        if self.dir_unsynced {
+            self.sync_dir_now()?;
+        }
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {
@@ -285,10 +300,7 @@ impl ReplicaLog for SegmentLog {
             self.unflushed_records += fitting as u64;
             rest = &rest[fitting..];
         }
-        if self.config.flush_policy.due(self.unflushed_records) {
-            self.flush()?;
-        }
-        Ok(())
+        self.flush()
     }
 
     fn read(&self, from: Offset, max_records: usize) -> Result<Vec<Record>, LogError> {
@@ -370,15 +382,12 @@ impl ReplicaLog for SegmentLog {
         Ok(())
     }
 
+    /// Fsyncs only when the flush policy says it is due: with `OsOnly` the OS decides
+    /// (a kill -9 still loses nothing it already had), so callers may flush after every
+    /// append without paying an fsync each time.
     fn flush(&mut self) -> Result<(), LogError> {
-        if self.unflushed_records > 0 {
-            if let Some(active) = self.segments.last() {
-                active.sync()?;
-            }
-            self.unflushed_records = 0;
-        }
-        if self.dir_unsynced {
-            self.sync_dir_now()?;
+        if self.config.flush_policy.due(self.unflushed_records) {
+            self.sync()?;
         }
         Ok(())
     }
@@ -406,7 +415,7 @@ impl ReplicaLog for SegmentLog {
 
 impl Drop for SegmentLog {
     fn drop(&mut self) {
-        if let Err(error) = self.flush() {
+        if let Err(error) = self.sync() {
             tracing::warn!(
                 dir = %self.dir.display(),
                 %error,
@@ -505,6 +514,8 @@ mod tests {
         log.append(&[hundred_byte_frame(0), hundred_byte_frame(1)])
             .unwrap();
         assert_eq!(log.unflushed_records(), 2);
+        log.flush().unwrap();
+        assert_eq!(log.unflushed_records(), 2, "not due until 3");
         log.append(&[hundred_byte_frame(2)]).unwrap();
         assert_eq!(log.unflushed_records(), 0);
         drop(log);
@@ -513,6 +524,12 @@ mod tests {
         log.append(&[hundred_byte_frame(3)]).unwrap();
         assert_eq!(log.unflushed_records(), 1);
         log.flush().unwrap();
+        assert_eq!(
+            log.unflushed_records(),
+            1,
+            "OsOnly: flush leaves it to the OS"
+        );
+        log.sync().unwrap();
         assert_eq!(log.unflushed_records(), 0);
         drop(log);
 

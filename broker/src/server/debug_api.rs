@@ -1,0 +1,157 @@
+//! Debug endpoints on the client listener (DESIGN.md §2):
+//!
+//! - `GET /v1/debug/replicas` → [`ReplicasReply`]: each local replica's role, leader,
+//!   epoch, ISR, LEO, HW, log start, epoch cache.
+//! - `GET /v1/debug/failpoints` → `{"enabled": bool, "points": [..], "armed": {name: actions}}`
+//! - `PUT /v1/debug/failpoints/{name}` with `{"actions": "sleep(100)"}` (or the actions as
+//!   a plain-text body) arms a point; `DELETE` disarms it. See [`super::failpoints`].
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::failpoints;
+use super::wire::{ApiError, EpochEndOffsetStart, FailpointBody, ReplicaView, ReplicasReply};
+use super::Node;
+use crate::replica::RoleKind;
+
+pub fn routes() -> Router<Arc<Node>> {
+    Router::new()
+        .route("/v1/debug/replicas", get(replicas))
+        .route("/v1/debug/failpoints", get(list_failpoints))
+        .route(
+            "/v1/debug/failpoints/{name}",
+            put(arm_failpoint).delete(disarm_failpoint),
+        )
+}
+
+async fn replicas(State(node): State<Arc<Node>>) -> Json<ReplicasReply> {
+    let replicas = node
+        .partitions
+        .all()
+        .into_iter()
+        .map(|partition| {
+            let tp = partition.tp.clone();
+            partition
+                .inspect(|r| {
+                    let (role, leader) = match r.role() {
+                        RoleKind::Unassigned => ("unassigned", None),
+                        RoleKind::Leader => ("leader", Some(r.broker_id())),
+                        RoleKind::Follower { leader } => ("follower", Some(leader)),
+                    };
+                    ReplicaView {
+                        topic: tp.topic.clone(),
+                        partition: tp.partition,
+                        role: role.into(),
+                        leader,
+                        leader_epoch: r.leader_epoch(),
+                        isr: r.isr().to_vec(),
+                        partition_state_version: r.partition_state_version(),
+                        controller_epoch: r.controller_epoch(),
+                        log_start_offset: r.log_start_offset(),
+                        log_end_offset: r.log_end_offset(),
+                        high_watermark: r.high_watermark(),
+                        epoch_cache: r
+                            .epoch_entries()
+                            .iter()
+                            .map(|e| EpochEndOffsetStart {
+                                epoch: e.epoch,
+                                start_offset: e.start_offset,
+                            })
+                            .collect(),
+                        error: None,
+                    }
+                })
+                .unwrap_or_else(|reason| ReplicaView {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    role: "offline".into(),
+                    leader: None,
+                    leader_epoch: None,
+                    isr: Vec::new(),
+                    partition_state_version: None,
+                    controller_epoch: 0,
+                    log_start_offset: 0,
+                    log_end_offset: 0,
+                    high_watermark: 0,
+                    epoch_cache: Vec::new(),
+                    error: Some(reason),
+                })
+        })
+        .collect();
+    Json(ReplicasReply {
+        broker_id: node.broker_id(),
+        replicas,
+    })
+}
+
+fn require_failpoints() -> Result<(), ApiError> {
+    if failpoints::enabled() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "failpoints_disabled",
+            "this broker was built without the `failpoints` feature",
+        ))
+    }
+}
+
+async fn list_failpoints() -> Json<Value> {
+    let armed: serde_json::Map<String, Value> = failpoints::armed()
+        .into_iter()
+        .filter(|(_, actions)| !actions.is_empty())
+        .map(|(name, actions)| (name, Value::String(actions)))
+        .collect();
+    Json(json!({
+        "enabled": failpoints::enabled(),
+        "points": failpoints::ALL,
+        "armed": armed,
+    }))
+}
+
+/// The point name without a `@<broker>` target must be one the broker has.
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let point = name.split_once('@').map_or(name, |(point, _)| point);
+    if failpoints::ALL.contains(&point) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_failpoint",
+            format!(
+                "no failpoint {point:?}; the broker has {}",
+                failpoints::ALL.join(", ")
+            ),
+        ))
+    }
+}
+
+async fn arm_failpoint(Path(name): Path<String>, body: Bytes) -> Result<Json<Value>, ApiError> {
+    require_failpoints()?;
+    check_name(&name)?;
+    let actions = match serde_json::from_slice::<FailpointBody>(&body) {
+        Ok(body) => body.actions,
+        Err(_) => std::str::from_utf8(&body)
+            .map_err(|_| ApiError::bad_request("the actions are not UTF-8 text"))?
+            .trim()
+            .to_owned(),
+    };
+    failpoints::arm(&name, &actions)
+        .map_err(|e| ApiError::bad_request(format!("bad actions {actions:?}: {e}")))?;
+    tracing::info!(failpoint = name, actions, "failpoint armed");
+    Ok(Json(json!({"name": name, "actions": actions})))
+}
+
+async fn disarm_failpoint(Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
+    require_failpoints()?;
+    check_name(&name)?;
+    failpoints::disarm(&name);
+    tracing::info!(failpoint = name, "failpoint disarmed");
+    Ok(Json(json!({"name": name})))
+}

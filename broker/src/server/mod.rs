@@ -1,0 +1,284 @@
+//! The broker as a network service: HTTP servers on the client and replication
+//! listeners around the pure replica core (DESIGN.md §2).
+//!
+//! - [`partitions`]: the driver. Owns each `Replica<SegmentLog>`, feeds it time and
+//!   messages, and carries out its effects.
+//! - [`client_api`]: produce (single and batch), read below the HW from the leader.
+//! - [`replication_api`]: LeaderAndIsr, Fetch (long-poll), OffsetsForLeaderEpoch,
+//!   ListOffsets.
+//! - [`debug_api`]: `GET /v1/debug/replicas`, `PUT/DELETE/GET /v1/debug/failpoints`.
+//! - [`fetcher`]: one fetcher per leader, sending the followers' requests.
+//! - [`failpoints`]: the named failpoints.
+//! - [`wire`]: JSON bodies and the error shape.
+//!
+//! Until the control plane exists, whoever plays controller (the in-process tests, or an
+//! operator) writes partition state to the shared [`MetadataStore`] and sends
+//! LeaderAndIsr to the replication listener; leaders write their ISR changes to the same
+//! store.
+//!
+//! Architecture invariant: the replica core is only ever called with a
+//! `std::sync::Mutex` held and no `.await` in between; effects are carried out after the
+//! lock is released.
+
+pub mod client_api;
+pub mod debug_api;
+pub mod failpoints;
+pub mod fetcher;
+pub mod partitions;
+pub mod replication_api;
+pub mod wire;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::NodeConfig;
+use crate::replica::metadata::MetadataStore;
+
+/// The metadata store shared by the brokers (in-memory in tests, the quorum later).
+pub type SharedMetadataStore = Arc<Mutex<dyn MetadataStore + Send>>;
+
+/// How often the driver ticks every replica (ISR shrink, produce timeouts, follower
+/// re-sends, HW checkpoints): fine enough for millisecond-scale configuration.
+const TICK_INTERVAL: Duration = Duration::from_millis(20);
+/// How long a graceful shutdown waits for in-flight requests before dropping them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot bind the {listener} listener on {addr}: {source}")]
+    Bind {
+        listener: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What every handler and task shares: the configuration, the clock, the partitions.
+pub struct Node {
+    pub(crate) config: NodeConfig,
+    started: Instant,
+    pub(crate) store: SharedMetadataStore,
+    pub(crate) partitions: partitions::Partitions,
+    pub(crate) fetchers: fetcher::Fetchers,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Node {
+    /// Milliseconds on this process's monotonic clock: the only time the core sees.
+    pub(crate) fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn broker_id(&self) -> crate::replica::BrokerId {
+        self.config.broker_id
+    }
+
+    /// Resolves once shutdown has begun.
+    pub(crate) fn stopping(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutdown.subscribe();
+        async move {
+            // An error means the sender is gone, which is shutdown too.
+            let _ = rx.wait_for(|stopping| *stopping).await;
+        }
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// The two listeners this issue serves, already bound (tests bind `127.0.0.1:0` first so
+/// that every broker's configuration can name every other's address).
+pub struct BoundListeners {
+    pub client: TcpListener,
+    pub replication: TcpListener,
+}
+
+impl BoundListeners {
+    /// Binds the client and replication listeners of `config`.
+    pub async fn bind(config: &NodeConfig) -> Result<BoundListeners, StartError> {
+        let bind = |listener: &'static str, addr: SocketAddr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind {
+                    listener,
+                    addr,
+                    source,
+                })
+        };
+        Ok(BoundListeners {
+            client: bind("client", config.listeners.client).await?,
+            replication: bind("replication", config.listeners.replication).await?,
+        })
+    }
+}
+
+/// A running broker. Stop it with [`Broker::shutdown`] (graceful) or [`Broker::kill`].
+pub struct Broker {
+    node: Arc<Node>,
+    client_addr: SocketAddr,
+    replication_addr: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Broker {
+    /// Binds the listeners of `config` and starts serving.
+    pub async fn start(
+        config: NodeConfig,
+        store: SharedMetadataStore,
+    ) -> Result<Broker, StartError> {
+        let listeners = BoundListeners::bind(&config).await?;
+        Broker::start_on(config, store, listeners).await
+    }
+
+    /// Starts serving on listeners bound by the caller. Replicas are created (or reopened
+    /// from `data_dir/<topic>-<partition>/`) by their first LeaderAndIsr.
+    pub async fn start_on(
+        config: NodeConfig,
+        store: SharedMetadataStore,
+        listeners: BoundListeners,
+    ) -> Result<Broker, StartError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
+        let client_addr = local_addr(&listeners.client, "client")?;
+        let replication_addr = local_addr(&listeners.replication, "replication")?;
+        let (shutdown, _) = watch::channel(false);
+        let node = Arc::new(Node {
+            config,
+            started: Instant::now(),
+            store,
+            partitions: partitions::Partitions::default(),
+            fetchers: fetcher::Fetchers::default(),
+            shutdown,
+        });
+        tracing::info!(
+            broker = node.broker_id(),
+            %client_addr,
+            %replication_addr,
+            bugs = %node.config.bugs,
+            "broker started"
+        );
+        let tasks = vec![
+            serve(
+                &node,
+                listeners.client,
+                client_api::router(node.clone()),
+                "client",
+            ),
+            serve(
+                &node,
+                listeners.replication,
+                replication_api::router(node.clone()),
+                "replication",
+            ),
+            tokio::spawn(run_ticker(node.clone())),
+        ];
+        Ok(Broker {
+            node,
+            client_addr,
+            replication_addr,
+            tasks,
+        })
+    }
+
+    pub fn broker_id(&self) -> crate::replica::BrokerId {
+        self.node.broker_id()
+    }
+
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client_addr
+    }
+
+    pub fn replication_addr(&self) -> SocketAddr {
+        self.replication_addr
+    }
+
+    /// Graceful stop: refuse new connections, let in-flight requests finish (bounded),
+    /// stop fetching, checkpoint every high watermark, close every log.
+    pub async fn shutdown(mut self) {
+        let _ = self.node.shutdown.send(true);
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        for task in &mut self.tasks {
+            if tokio::time::timeout_at(deadline, &mut *task).await.is_err() {
+                task.abort();
+            }
+        }
+        self.node.partitions.close_all(true);
+        tracing::info!(broker = self.node.broker_id(), "broker stopped");
+    }
+
+    /// Abrupt stop, as close to `kill -9` as a process can do to a part of itself: no
+    /// checkpoints, in-flight requests dropped. What was appended stays (it reached the
+    /// OS with every append, as after a real kill).
+    pub async fn kill(self) {
+        let _ = self.node.shutdown.send(true);
+        for task in &self.tasks {
+            task.abort();
+        }
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        self.node.partitions.close_all(false);
+        tracing::info!(broker = self.node.broker_id(), "broker killed");
+    }
+}
+
+fn local_addr(listener: &TcpListener, name: &'static str) -> Result<SocketAddr, StartError> {
+    listener.local_addr().map_err(|source| StartError::Bind {
+        listener: name,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })
+}
+
+fn serve(
+    node: &Arc<Node>,
+    listener: TcpListener,
+    router: axum::Router,
+    name: &'static str,
+) -> JoinHandle<()> {
+    let stopping = node.stopping();
+    let broker = node.broker_id();
+    tokio::spawn(async move {
+        // Small request/response exchanges: Nagle's algorithm would only add latency.
+        let listener = listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
+        let result = axum::serve(listener, router)
+            .with_graceful_shutdown(stopping)
+            .await;
+        if let Err(error) = result {
+            tracing::error!(broker, listener = name, %error, "server failed");
+        }
+    })
+}
+
+async fn run_ticker(node: Arc<Node>) {
+    let mut interval = tokio::time::interval(TICK_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stopping = node.stopping();
+    tokio::pin!(stopping);
+    loop {
+        tokio::select! {
+            _ = &mut stopping => return,
+            _ = interval.tick() => node.tick_all(),
+        }
+    }
+}

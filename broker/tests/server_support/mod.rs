@@ -1,0 +1,336 @@
+//! An in-process cluster for the server tests: brokers on `127.0.0.1:0`, a shared
+//! in-memory metadata store, and the test acting as controller (it writes the partition
+//! state to the store and sends LeaderAndIsr to the replication listeners).
+
+#![allow(dead_code)] // each test file uses part of this
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use broker::config::NodeConfig;
+use broker::replica::metadata::{
+    InMemoryMetadataStore, MetadataStore, PartitionState, TopicPartition, VersionedState,
+};
+use broker::replica::BrokerId;
+use broker::server::wire::{LeaderAndIsrBody, ReplicaView, ReplicasReply};
+use broker::server::{BoundListeners, Broker};
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+pub struct TestCluster {
+    pub store: Arc<Mutex<InMemoryMetadataStore>>,
+    root: PathBuf,
+    pub configs: BTreeMap<BrokerId, NodeConfig>,
+    brokers: BTreeMap<BrokerId, Broker>,
+    pub http: reqwest::Client,
+    pub controller_epoch: u32,
+}
+
+/// Per-process unique directory names, so parallel tests never share a data dir.
+static NEXT_CLUSTER: AtomicU64 = AtomicU64::new(0);
+
+impl TestCluster {
+    /// Starts `n` brokers (ids 1..=n); `settings` are extra top-level node.toml lines.
+    pub async fn start(n: u32, settings: &str) -> TestCluster {
+        let root = std::env::temp_dir().join(format!(
+            "broker-server-test-{}-{}",
+            std::process::id(),
+            NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let mut listeners = BTreeMap::new();
+        for id in 1..=n {
+            let client = TcpListener::bind("127.0.0.1:0").await.expect("bind client");
+            let replication = TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind replication");
+            listeners.insert(id, (client, replication));
+        }
+        let addr = |l: &TcpListener| l.local_addr().expect("local addr");
+        let peers: String = listeners
+            .iter()
+            .map(|(id, (_, r))| {
+                format!(
+                    "[[brokers]]\nid = {id}\nreplication = \"{}\"\nmetadata = \"127.0.0.1:0\"\n\n",
+                    addr(r)
+                )
+            })
+            .collect();
+        let store = Arc::new(Mutex::new(InMemoryMetadataStore::new()));
+        let mut cluster = TestCluster {
+            store,
+            root: root.clone(),
+            configs: BTreeMap::new(),
+            brokers: BTreeMap::new(),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("http client"),
+            controller_epoch: 1,
+        };
+        for (id, (client, replication)) in listeners {
+            let text = format!(
+                "broker_id = {id}\ndata_dir = \"{}\"\n{settings}\n\n[listeners]\nclient = \"{}\"\nreplication = \"{}\"\nmetadata = \"127.0.0.1:0\"\n\n{peers}",
+                root.join(format!("b{id}")).display(),
+                addr(&client),
+                addr(&replication),
+            );
+            let config = NodeConfig::parse("node.toml", &text).expect("test config");
+            cluster.configs.insert(id, config.clone());
+            let broker = Broker::start_on(
+                config,
+                cluster.store.clone(),
+                BoundListeners {
+                    client,
+                    replication,
+                },
+            )
+            .await
+            .expect("start broker");
+            cluster.brokers.insert(id, broker);
+        }
+        cluster
+    }
+
+    pub fn is_up(&self, id: BrokerId) -> bool {
+        self.brokers.contains_key(&id)
+    }
+
+    pub fn client_addr(&self, id: BrokerId) -> SocketAddr {
+        self.configs[&id].listeners.client
+    }
+
+    pub fn replication_addr(&self, id: BrokerId) -> SocketAddr {
+        self.configs[&id].listeners.replication
+    }
+
+    pub async fn kill(&mut self, id: BrokerId) {
+        if let Some(broker) = self.brokers.remove(&id) {
+            broker.kill().await;
+        }
+    }
+
+    pub async fn shutdown(&mut self, id: BrokerId) {
+        if let Some(broker) = self.brokers.remove(&id) {
+            broker.shutdown().await;
+        }
+    }
+
+    /// Starts `id` again on its old addresses and data directory.
+    pub async fn restart(&mut self, id: BrokerId) {
+        assert!(!self.is_up(id), "broker {id} is running");
+        let config = self.configs[&id].clone();
+        let mut attempts = 0;
+        let listeners = loop {
+            match BoundListeners::bind(&config).await {
+                Ok(listeners) => break listeners,
+                // The old sockets may take a moment to be released.
+                Err(error) if attempts < 50 => {
+                    attempts += 1;
+                    let _ = error;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("rebind broker {id}: {error}"),
+            }
+        };
+        let broker = Broker::start_on(config, self.store.clone(), listeners)
+            .await
+            .expect("restart broker");
+        self.brokers.insert(id, broker);
+    }
+
+    /// Stops every broker (gracefully) and removes the data directories.
+    pub async fn stop(mut self) {
+        let ids: Vec<_> = self.brokers.keys().copied().collect();
+        for id in ids {
+            self.shutdown(id).await;
+        }
+    }
+
+    // ----- the controller -----------------------------------------------------------
+
+    pub fn stored(&self, tp: &TopicPartition) -> Option<VersionedState> {
+        self.store.lock().expect("store").read(tp)
+    }
+
+    pub fn stored_isr(&self, tp: &TopicPartition) -> Vec<BrokerId> {
+        self.stored(tp).map(|s| s.state.isr).unwrap_or_default()
+    }
+
+    /// Creates the partition (first replica leads, all in the ISR) and tells the replicas.
+    pub async fn create_partition(&self, tp: &TopicPartition, replicas: &[BrokerId]) {
+        let state = PartitionState {
+            leader: replicas.first().copied(),
+            leader_epoch: 0,
+            isr: replicas.to_vec(),
+            controller_epoch: self.controller_epoch,
+            replicas: replicas.to_vec(),
+        };
+        let version = self
+            .store
+            .lock()
+            .expect("store")
+            .create(tp, state.clone())
+            .expect("create partition");
+        self.announce(tp, &VersionedState { state, version }, None)
+            .await;
+    }
+
+    /// A new leader and ISR, with the epoch bumped, written and announced.
+    pub async fn elect(&self, tp: &TopicPartition, leader: BrokerId, isr: &[BrokerId]) {
+        let current = self.stored(tp).expect("partition exists");
+        let state = PartitionState {
+            leader: Some(leader),
+            leader_epoch: current.state.leader_epoch + 1,
+            isr: isr.to_vec(),
+            controller_epoch: self.controller_epoch,
+            replicas: current.state.replicas.clone(),
+        };
+        let version = self
+            .store
+            .lock()
+            .expect("store")
+            .write_if_version(tp, state.clone(), current.version)
+            .expect("write partition state");
+        self.announce(tp, &VersionedState { state, version }, None)
+            .await;
+    }
+
+    /// Sends the stored state to one broker (as a controller does when it comes back).
+    pub async fn resend_leader_and_isr(&self, tp: &TopicPartition, to: BrokerId) {
+        let current = self.stored(tp).expect("partition exists");
+        self.announce(tp, &current, Some(to)).await;
+    }
+
+    async fn announce(&self, tp: &TopicPartition, state: &VersionedState, only: Option<BrokerId>) {
+        let Some(leader) = state.state.leader else {
+            return;
+        };
+        let body = LeaderAndIsrBody {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+            controller_epoch: state.state.controller_epoch,
+            leader,
+            leader_epoch: state.state.leader_epoch,
+            isr: state.state.isr.clone(),
+            version: state.version,
+            replicas: state.state.replicas.clone(),
+        };
+        for &id in &state.state.replicas {
+            if only.is_some_and(|o| o != id) || !self.is_up(id) {
+                continue;
+            }
+            let url = format!(
+                "http://{}/v1/replication/leader-and-isr",
+                self.replication_addr(id)
+            );
+            let response = self
+                .http
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("send LeaderAndIsr");
+            assert!(
+                response.status().is_success(),
+                "LeaderAndIsr to {id}: {} {:?}",
+                response.status(),
+                response.text().await
+            );
+        }
+    }
+
+    // ----- clients --------------------------------------------------------------------
+
+    pub fn records_url(&self, id: BrokerId, tp: &TopicPartition) -> String {
+        format!(
+            "http://{}/v1/topics/{}/partitions/{}/records",
+            self.client_addr(id),
+            tp.topic,
+            tp.partition
+        )
+    }
+
+    /// POSTs `body` (raw text) to the records endpoint: (status, JSON answer).
+    pub async fn post_records(
+        &self,
+        id: BrokerId,
+        tp: &TopicPartition,
+        body: &str,
+    ) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.records_url(id, tp))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .expect("produce request");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, url: &str) -> (u16, Value) {
+        let response = self.http.get(url).send().await.expect("GET");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Reads from the leader `id`: (status, answer).
+    pub async fn read(&self, id: BrokerId, tp: &TopicPartition, query: &str) -> (u16, Value) {
+        self.get(&format!("{}?{query}", self.records_url(id, tp)))
+            .await
+    }
+
+    /// The values below the HW on `id` from offset 0 (all of them, up to 10000).
+    pub async fn committed_values(&self, id: BrokerId, tp: &TopicPartition) -> Vec<Value> {
+        let (status, body) = self.read(id, tp, "offset=0&max=10000").await;
+        assert_eq!(status, 200, "read from {id}: {body}");
+        body["records"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .map(|r| r["value"].clone())
+            .collect()
+    }
+
+    pub async fn replica(&self, id: BrokerId, tp: &TopicPartition) -> Option<ReplicaView> {
+        let url = format!("http://{}/v1/debug/replicas", self.client_addr(id));
+        let reply: ReplicasReply = self.http.get(url).send().await.ok()?.json().await.ok()?;
+        reply
+            .replicas
+            .into_iter()
+            .find(|r| r.topic == tp.topic && r.partition == tp.partition)
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Polls `check` every 20 ms until it holds or `timeout` passes.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
