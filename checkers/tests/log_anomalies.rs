@@ -138,14 +138,40 @@ mod log {
     }
 
     #[test]
-    fn a_final_read_that_ends_before_an_acked_offset_loses_it() {
+    fn a_linearizable_final_read_that_ends_before_an_acked_offset_loses_it() {
         let mut h = Builder::default();
         h.append(0, 1, 0);
         let ack = h.append(0, 2, 1);
-        let fin = h.final_read(1, 0, &[(0, 1)], 1);
+        let invoke =
+            json!({"key": "t/0", "offset": 0, "final": true, "consistency": "linearizable"});
+        let fin = h.read_with(1, invoke, &[(0, 1)], 1);
         let report = h.check();
         assert_one(&report, AnomalyKind::LostWrite, &[ack, fin], true);
-        // The read also says the log is shorter than the ack showed: a stale view, not counted.
+    }
+
+    #[test]
+    fn a_final_read_whose_high_watermark_covers_an_acked_offset_it_lacks_loses_it() {
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        let ack = h.append(0, 2, 1);
+        // Under its max, so not cut short: the log it claims ends at 2 and lacks value 2.
+        let invoke = json!({"key": "t/0", "offset": 0, "final": true, "max": 10});
+        let fin = h.read_with(1, invoke, &[(0, 1)], 2);
+        let report = h.check();
+        assert_one(&report, AnomalyKind::LostWrite, &[ack, fin], true);
+    }
+
+    #[test]
+    fn near_miss_a_default_final_read_with_a_lagging_high_watermark_is_a_stale_view() {
+        // After a failover the new leader's high watermark may lag what was acked; a
+        // default read from it is stale, not proof of loss.
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        h.append(0, 2, 1);
+        h.final_read(1, 0, &[(0, 1)], 1);
+        let report = h.check();
+        assert_valid(&report);
+        assert_eq!(report.found(AnomalyKind::StaleRead), 1);
         assert_eq!(report.counted(AnomalyKind::StaleRead), 0);
     }
 
@@ -155,7 +181,7 @@ mod log {
         let invoke = h.invoke_append(0, 5);
         h.push(0, OpType::Info, "append", json!({"key": "t/0", "value": 5}));
         h.read(1, 0, &[(0, 5)], 1);
-        let fin = h.final_read(2, 0, &[], 0);
+        let fin = h.final_read(2, 0, &[], 1);
         let report = h.check();
         assert_one(&report, AnomalyKind::LostWrite, &[invoke, fin], true);
     }
@@ -206,14 +232,16 @@ mod log {
     // unseen
 
     #[test]
-    fn an_acked_value_no_read_returned_is_unseen_after_final_reads() {
+    fn an_acked_value_no_final_read_covered_is_unseen_not_counted() {
+        // The final read began above offset 0: it could not have shown value 1.
         let mut h = Builder::default();
         let ack = h.append(0, 1, 0);
         h.append(0, 2, 1);
         h.final_read(1, 1, &[(1, 2)], 2);
         let report = h.check();
-        assert_one(&report, AnomalyKind::Unseen, &[ack], true);
+        assert_one(&report, AnomalyKind::Unseen, &[ack], false);
         assert_eq!(report.found(AnomalyKind::LostWrite), 0);
+        assert_valid(&report);
     }
 
     #[test]
@@ -361,7 +389,13 @@ mod log {
         h.append(0, 1, 0);
         h.append(0, 2, 1);
         let first = h.read(1, 0, &[(0, 1), (1, 2)], 2);
-        let second = h.read(1, 0, &[(0, 1)], 2);
+        // An explicit max the read stayed under: nothing capped it.
+        let second = h.read_with(
+            1,
+            json!({"key": "t/0", "offset": 0, "max": 10}),
+            &[(0, 1)],
+            2,
+        );
         h.final_read(2, 0, &[(0, 1), (1, 2)], 2);
         let report = h.check();
         assert_one(
@@ -370,6 +404,35 @@ mod log {
             &[first, second],
             true,
         );
+    }
+
+    #[test]
+    fn near_miss_a_read_without_max_that_stops_short_of_its_high_watermark_may_be_capped() {
+        // The broker caps reads without a max at its own default; such a read stopping
+        // below its high watermark shows no loss beyond it.
+        let mut h = Builder::default();
+        for v in 0..5 {
+            h.append(0, v, v);
+        }
+        h.final_read(1, 0, &[(0, 0), (1, 1), (2, 2)], 5);
+        let report = h.check();
+        assert_valid(&report);
+        assert_eq!(report.found(AnomalyKind::LostWrite), 0);
+    }
+
+    #[test]
+    fn an_ok_append_without_an_offset_counts_as_info() {
+        // What acks=0 gets: 202 and no offset. It may or may not have happened.
+        let mut h = Builder::default();
+        h.invoke_append(0, 7);
+        h.push(0, OpType::Ok, "append", json!({"key": "t/0", "value": 7}));
+        h.final_read(1, 0, &[], 0);
+        assert_valid(&h.check());
+        let mut h = Builder::default();
+        h.invoke_append(0, 7);
+        h.push(0, OpType::Ok, "append", json!({"key": "t/0", "value": 7}));
+        h.final_read(1, 0, &[(0, 7)], 1);
+        assert_valid(&h.check());
     }
 
     #[test]
@@ -633,7 +696,7 @@ mod log {
         for v in 0..n {
             h.append(0, v, v);
         }
-        h.final_read(1, 0, &[], 0);
+        h.final_read(1, 0, &[], n);
         let report = h.check();
         assert_eq!(report.verdict, Verdict::Invalid);
         assert_eq!(report.found(AnomalyKind::LostWrite), n as usize);
@@ -695,7 +758,12 @@ mod log {
 
         let mut h = Builder::default();
         h.invoke_append(0, 1);
-        h.push(0, OpType::Ok, "append", json!({"key": "t/0", "value": 1}));
+        h.push(
+            0,
+            OpType::Ok,
+            "append",
+            json!({"key": "t/0", "value": 1, "offset": "three"}),
+        );
         let err = error_of(h.ops);
         assert!(
             err.starts_with("h.jsonl:2:") && err.contains("\"offset\""),
@@ -744,7 +812,7 @@ mod log {
     fn the_report_serializes_with_kebab_case_kinds() {
         let mut h = Builder::default();
         h.append(0, 1, 0);
-        h.final_read(1, 0, &[], 0);
+        h.final_read(1, 0, &[], 1);
         let report = h.check();
         let json = serde_json::to_value(&report).expect("serializable");
         assert_eq!(json["verdict"], "invalid");

@@ -674,12 +674,14 @@ impl<'a> Checker<'a> {
                 self.lost_in_read(r as usize, list, &final_view, &mut standing);
             }
         }
-        // Unseen: acked ok, never returned by a read, not already lost.
-        let mut last_final_invoke: Vec<Option<usize>> = vec![None; key_count];
+        // Unseen: acked ok, never returned by a read, not already lost. It counts only when
+        // some final read should have shown it: invoked after the ack, completed ok, not
+        // cut short, started at or below its offset, and (unless linearizable) with a high
+        // watermark above it.
+        let mut final_reads_by_key: Vec<Vec<usize>> = vec![Vec::new(); key_count];
         for (r, read) in parsed.reads.iter().enumerate() {
-            if self.is_final[r] {
-                let slot = &mut last_final_invoke[read.key as usize];
-                *slot = Some(slot.map_or(read.invoke, |s| s.max(read.invoke)));
+            if self.is_final[r] && read.is_ok() && !read.limited() {
+                final_reads_by_key[read.key as usize].push(r);
             }
         }
         for (a, append) in parsed.appends.iter().enumerate() {
@@ -690,7 +692,16 @@ impl<'a> Checker<'a> {
             let (Some(offset), Some(completion)) = (append.offset, append.completion) else {
                 continue;
             };
-            let final_after = last_final_invoke[append.key as usize].filter(|&f| f > completion);
+            let final_after = final_reads_by_key[append.key as usize]
+                .iter()
+                .map(|&r| &parsed.reads[r])
+                .filter(|read| {
+                    read.invoke > completion
+                        && read.offset.max(read.log_start.unwrap_or(i64::MIN)) <= offset
+                        && (read.linearizable || read.high_watermark.is_some_and(|hw| hw > offset))
+                })
+                .map(|read| read.invoke)
+                .max();
             let key_name = self.key(append.key);
             let value = append.value;
             let ack = self.index(completion);
@@ -701,11 +712,11 @@ impl<'a> Checker<'a> {
                 final_after.is_some(),
                 || match final_after {
                     Some(f) => format!(
-                        "value {value} acked at offset {offset} of {key_name} (op {ack}) was never read, though final reads ran after it (the last invoked at op {})",
+                        "value {value} acked at offset {offset} of {key_name} (op {ack}) was never read, though a final read covering its offset ran after it (op {})",
                         self.history.ops[f].index
                     ),
                     None => format!(
-                        "value {value} acked at offset {offset} of {key_name} (op {ack}) was never read, and no final read of {key_name} began after it: lost or late, cannot tell"
+                        "value {value} acked at offset {offset} of {key_name} (op {ack}) was never read, and no final read after it covered its offset: lost or late, cannot tell"
                     ),
                 },
             );
@@ -758,7 +769,9 @@ impl<'a> Checker<'a> {
         }
         // A final read that was not cut short says the log ends at its high watermark:
         // an acked value beyond what it returned, missing from every final read, is gone if
-        // the read's own high watermark covers it or if it was acked before the read began.
+        // the read's own high watermark covers it. Acked before the read began but above its
+        // high watermark is gone only for a linearizable read: a default read may come from
+        // a new leader whose high watermark still lags (a stale view, reported as such).
         let claimed_end = end.max(read.high_watermark.unwrap_or(end));
         let from = list.partition_point(|e| e.offset < end.max(start));
         let mut j = standing.find(from);
@@ -768,9 +781,10 @@ impl<'a> Checker<'a> {
                 .binary_search(&(entry.offset, entry.value))
                 .is_ok();
             let due = entry.offset < claimed_end
-                || self
-                    .acked_at(entry.append as usize)
-                    .is_some_and(|(_, witness)| witness < read.invoke);
+                || (read.linearizable
+                    && self
+                        .acked_at(entry.append as usize)
+                        .is_some_and(|(_, witness)| witness < read.invoke));
             if due && !in_final_view {
                 self.condemn_beyond(entry, r, completion, end, standing, j);
             }

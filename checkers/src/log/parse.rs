@@ -77,9 +77,19 @@ impl Read {
         self.outcome == Outcome::Ok
     }
 
-    /// Returned fewer records than it could have because of its `max`.
+    /// May have returned fewer records than the log held below its high watermark
+    /// because of a limit: its own `max`, or, without one, the broker's default cap (a
+    /// non-empty read that stopped short of its high watermark).
     pub fn limited(&self) -> bool {
-        self.max.is_some_and(|max| self.records_len as u64 >= max)
+        match self.max {
+            Some(max) => self.records_len as u64 >= max,
+            None => {
+                self.records_len > 0
+                    && self
+                        .high_watermark
+                        .is_some_and(|hw| self.offset.saturating_add(self.records_len as i64) < hw)
+            }
+        }
     }
 }
 
@@ -217,16 +227,23 @@ pub(crate) fn parse(history: &History, operations: &[Operation]) -> Result<Parse
                     "append invocation has no integer \"value\"".to_string(),
                 )
             })?;
+            let mut outcome = operation.outcome;
             let offset = match ok_value {
-                Some((position, completed)) => {
-                    Some(integer(completed.offset).ok_or_else(|| {
+                Some((position, completed)) => match completed.offset {
+                    // An ok without an offset is what acks=0 gets: the broker promised
+                    // nothing, so it may or may not have happened.
+                    None | Some(Value::Null) => {
+                        outcome = Outcome::Info;
+                        None
+                    }
+                    Some(raw) => Some(integer(Some(raw)).ok_or_else(|| {
                         malformed(
                             history,
                             position,
                             format!("append ok of value {value} has no integer \"offset\""),
                         )
-                    })?)
-                }
+                    })?),
+                },
                 None => None,
             };
             parsed.appends.push(Append {
@@ -234,7 +251,7 @@ pub(crate) fn parse(history: &History, operations: &[Operation]) -> Result<Parse
                 value,
                 invoke: operation.invoke,
                 completion: operation.completion,
-                outcome: operation.outcome,
+                outcome,
                 offset,
             });
             continue;
