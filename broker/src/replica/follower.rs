@@ -81,7 +81,11 @@ impl<L: ReplicaLog> Replica<L> {
                 }
                 replica.persist_epochs(changed)?;
             }
-            replica.high_watermark = data.high_watermark.min(replica.log.log_end_offset());
+            // Never backwards: the fetcher may have two fetches at one offset in flight (a
+            // re-send after a timeout), and the older answer can arrive last. Only
+            // truncation lowers a follower's high watermark.
+            let offered = data.high_watermark.min(replica.log.log_end_offset());
+            replica.high_watermark = replica.high_watermark.max(offered);
             Ok(replica.send_phase_request(view, state, now_ms))
         })
     }
