@@ -29,6 +29,7 @@ fn settings(model: CheckModel) -> CheckSettings {
         format: None,
         model: Some(model),
         init: None,
+        independent: false,
         time_limit: Duration::from_secs(300),
         memory_budget_bytes: 4 << 30,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),

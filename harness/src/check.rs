@@ -103,6 +103,8 @@ pub struct CheckSettings {
     pub format: Option<Format>,
     pub model: Option<CheckModel>,
     pub init: Option<serde_json::Value>,
+    /// Client values are Jepsen `[key value]` tuples (`--independent`).
+    pub independent: bool,
     pub time_limit: Duration,
     pub memory_budget_bytes: usize,
     /// Threads one file's linearizability search may use.
@@ -128,6 +130,7 @@ impl CheckSettings {
             format: args.format,
             model: args.model,
             init,
+            independent: args.independent,
             time_limit: Duration::from_secs_f64(args.time_limit),
             memory_budget_bytes: args.memory_limit.saturating_mul(1 << 20),
             threads: available_threads(),
@@ -152,7 +155,10 @@ pub fn history_path(path: &Path) -> PathBuf {
 pub fn check_file(path: &Path, settings: &CheckSettings) -> Result<FileOutcome> {
     let started = Instant::now();
     let file = history_path(path);
-    let (history, format) = read_history(&file, settings.format)?;
+    let (mut history, format) = read_history(&file, settings.format)?;
+    if settings.independent {
+        history = history::independent::lift_independent(&history)?;
+    }
     if let Some(torn) = &history.torn_tail {
         eprintln!(
             "warning: {torn}: incomplete last line dropped (the writer was killed mid-write); \

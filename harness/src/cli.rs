@@ -60,6 +60,11 @@ pub struct CheckArgs {
     )]
     pub model: Option<CheckModel>,
 
+    /// The history is a Jepsen `independent` one: every client op's value is a
+    /// `[key value]` tuple; check each key on its own.
+    #[arg(long)]
+    pub independent: bool,
+
     /// The model's initial value as JSON, e.g. `0`, `null`, `{"x":0,"y":0}`.
     #[arg(long, value_name = "JSON")]
     pub init: Option<String>,

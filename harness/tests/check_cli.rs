@@ -174,6 +174,60 @@ fn a_torn_last_line_is_reported_and_the_rest_checked() {
 }
 
 #[test]
+fn independent_histories_are_checked_per_key() {
+    // Jepsen's independent tuples: [key value], and [key [old new]] for cas.
+    let scratch = Scratch::new("independent");
+    let valid = "[{:process 0 :type :invoke :f :write :value [1 1]}
+ {:process 0 :type :ok :f :write :value [1 1]}
+ {:process 2 :type :invoke :f :write :value [2 7]}
+ {:process 2 :type :ok :f :write :value [2 7]}
+ {:process 1 :type :invoke :f :cas :value [1 [1 2]]}
+ {:process 1 :type :ok :f :cas :value [1 [1 2]]}
+ {:process 0 :type :invoke :f :read :value [1 nil]}
+ {:process 0 :type :ok :f :read :value [1 2]}
+ {:process 2 :type :invoke :f :read :value [2 nil]}
+ {:process 2 :type :ok :f :read :value [2 7]}]
+";
+    let path = scratch.file("indep.edn", valid);
+    let file = path.to_str().unwrap();
+    let out = harness(&["check", file, "--independent", "--model", "cas-register"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("in 2 partition(s)"),
+        "{}",
+        stdout(&out)
+    );
+    // Key 2 reads a value never written to it (7 went to key 2, 1 to key 1).
+    let invalid = valid.replace(":value [2 7]}]", ":value [2 1]}]");
+    let path = scratch.file("indep-bad.edn", &invalid);
+    let out = harness(&[
+        "check",
+        path.to_str().unwrap(),
+        "--independent",
+        "--model",
+        "cas-register",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("not linearizable: key 2"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
 fn a_run_folder_gets_its_results_json() {
     let scratch = Scratch::new("run-dir");
     scratch.file("history.jsonl", &generated_log_history(2));

@@ -7,6 +7,7 @@
 //! - [`edn`]: a reader and printer for the subset of EDN that Jepsen writes.
 //! - [`jepsen`], [`porcupine`]: importers (and the Jepsen EDN exporter).
 //! - [`format`]: which format a file is in, and reading any of them.
+//! - [`independent`]: Jepsen `[key value]` tuple histories lifted to our keyed shape.
 //!
 //! Architecture invariant: this crate knows nothing of brokers, checkers or reports; it
 //! never panics on input, and every error names a file and line.
@@ -15,6 +16,7 @@ pub mod edn;
 pub mod error;
 pub mod format;
 pub mod history;
+pub mod independent;
 pub mod jepsen;
 pub mod jsonl;
 pub mod op;
