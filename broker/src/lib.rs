@@ -5,6 +5,7 @@
 //! - [`log`]: the [`log::ReplicaLog`] port between the replica core and storage, and an
 //!   in-memory log for tests.
 //! - [`storage`]: segment files on disk, recovery, checkpoints, flush policy.
+//! - [`metadata`]: the metadata quorum's ZooKeeper-like store as a pure state machine.
 //! - [`replica`]: one partition replica as a pure state machine (leader and follower
 //!   roles, high watermark, ISR, leader epochs) and the bug switches.
 //! - [`server`]: the network layer: HTTP servers, the partition driver, follower fetchers.
@@ -14,6 +15,7 @@
 
 pub mod config;
 pub mod log;
+pub mod metadata;
 pub mod record;
 pub mod replica;
 pub mod server;
