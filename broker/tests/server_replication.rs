@@ -41,6 +41,17 @@ async fn acks_all_records_replicate_and_read_back_below_the_hw() {
     assert_eq!(body["high_watermark"], json!(8));
     assert_eq!(body["log_start_offset"], json!(0));
     assert_eq!(body["leader_epoch"], json!(0));
+    // The limit it used, so that a checker can tell a capped read from a withholding one.
+    assert_eq!(body["max"], json!(1000));
+    let (status, capped) = cluster.read(1, &tp, "offset=0&max=3").await;
+    assert_eq!(status, 200, "{capped}");
+    assert_eq!(
+        (
+            capped["max"].clone(),
+            capped["records"].as_array().map(Vec::len)
+        ),
+        (json!(3), Some(3))
+    );
     let values: Vec<Value> = body["records"]
         .as_array()
         .expect("records")

@@ -421,6 +421,24 @@ mod log {
     }
 
     #[test]
+    fn a_read_whose_completion_names_the_max_it_used_cannot_hide_behind_a_cap() {
+        // Our broker echoes the limit it applied; under it, a read that stops short of its
+        // high watermark withheld committed records.
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        let ack = h.append(0, 2, 1);
+        let invoke = json!({"key": "t/0", "offset": 0, "final": true});
+        h.invoke_read(1, invoke.clone());
+        let mut body = invoke;
+        body["records"] = json!([[0, 1]]);
+        body["high_watermark"] = json!(2);
+        body["max"] = json!(1000);
+        let fin = h.push(1, OpType::Ok, "read", body);
+        let report = h.check();
+        assert_one(&report, AnomalyKind::LostWrite, &[ack, fin], true);
+    }
+
+    #[test]
     fn an_ok_append_without_an_offset_counts_as_info() {
         // What acks=0 gets: 202 and no offset. It may or may not have happened.
         let mut h = Builder::default();

@@ -341,5 +341,6 @@ async fn read(
         high_watermark: data.high_watermark,
         log_start_offset: data.log_start_offset,
         leader_epoch,
+        max,
     }))
 }

@@ -181,6 +181,10 @@ pub struct ReadReply {
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
     pub leader_epoch: LeaderEpoch,
+    /// The record limit this read used (the request's `max`, or the default): a reply of
+    /// exactly `max` records may have stopped short of the high watermark because of it,
+    /// which a checker must know to tell a capped read from one withholding records.
+    pub max: usize,
 }
 
 // ----- replication API -------------------------------------------------------------
