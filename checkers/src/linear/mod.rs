@@ -421,7 +421,12 @@ fn run_partitions(
         models.into_iter().map(|m| Mutex::new(Some(m))).collect();
     let next = AtomicUsize::new(0);
     if workers <= 1 {
-        return work(infos, &queue, &next, limits);
+        // As with worker threads below: a panic loses the outcomes (the verdict becomes
+        // unknown) instead of aborting the caller. No thread is spawned for one worker.
+        return std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            work(infos, &queue, &next, limits)
+        }))
+        .unwrap_or_default();
     }
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
