@@ -52,19 +52,19 @@ impl Log {
 }
 
 fn create(path: &str, data: &[u8], ephemeral_session: Option<SessionId>) -> Command {
-    Command::Create {
+    Command::Op(Op::Create {
         path: path.to_string(),
         data: data.to_vec(),
         ephemeral_session,
-    }
+    })
 }
 
 fn set(path: &str, data: &[u8], expected_version: Option<u64>) -> Command {
-    Command::Set {
+    Command::Op(Op::Set {
         path: path.to_string(),
         data: data.to_vec(),
         expected_version,
-    }
+    })
 }
 
 /// `/brokers/ids` with brokers 1 and 2 registered ephemerally by their own sessions.
@@ -236,10 +236,10 @@ fn a_conditional_set_or_delete_with_a_stale_version_fails_and_changes_nothing() 
     assert!(result.changes.is_empty());
     assert_eq!(log.snapshot(), before);
 
-    let result = log.apply(Command::Delete {
+    let result = log.apply(Command::Op(Op::Delete {
         path: "/partitions/t/0/state".to_string(),
         expected_version: Some(0),
-    });
+    }));
     assert!(matches!(
         result.outcome,
         Err(StoreError::BadVersion {
@@ -260,20 +260,20 @@ fn delete_refuses_a_node_with_children_and_the_root() {
     let mut log = Log::new();
     let _ = two_brokers(&mut log);
     assert_eq!(
-        log.apply(Command::Delete {
+        log.apply(Command::Op(Op::Delete {
             path: "/brokers/ids".to_string(),
             expected_version: None
-        })
+        }))
         .outcome,
         Err(StoreError::NotEmpty {
             path: "/brokers/ids".to_string()
         })
     );
     assert!(matches!(
-        log.apply(Command::Delete {
+        log.apply(Command::Op(Op::Delete {
             path: "/".to_string(),
             expected_version: None
-        })
+        }))
         .outcome,
         Err(StoreError::InvalidPath { .. })
     ));
@@ -425,10 +425,10 @@ fn a_node_watch_fires_on_set_delete_and_ephemeral_removal() {
         Ok(Registration::Pending(id)) => id,
         other => panic!("{other:?}"),
     };
-    let result = log.apply(Command::Delete {
+    let result = log.apply(Command::Op(Op::Delete {
         path: "/controller_epoch".to_string(),
         expected_version: None,
-    });
+    }));
     let fired = watches.fire(&result.changes);
     assert_eq!(fired.len(), 1);
     assert_eq!(fired[0].id, on_delete);
@@ -498,10 +498,10 @@ fn a_watch_registered_after_a_missed_change_answers_at_once() {
         Ok(Registration::AlreadyChanged { index: changed_at })
     );
     // A deleted node leaves no trace but its parent's children index.
-    log.ok(Command::Delete {
+    log.ok(Command::Op(Op::Delete {
         path: "/brokers/ids/3".to_string(),
         expected_version: None,
-    });
+    }));
     let deleted_at = log.next_index - 1;
     assert_eq!(
         watches.register(
@@ -626,34 +626,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn op_command() -> impl Strategy<Value = Command> {
-    op().prop_map(|op| match op {
-        Op::Create {
-            path,
-            data,
-            ephemeral_session,
-        } => Command::Create {
-            path,
-            data,
-            ephemeral_session,
-        },
-        Op::Set {
-            path,
-            data,
-            expected_version,
-        } => Command::Set {
-            path,
-            data,
-            expected_version,
-        },
-        Op::Delete {
-            path,
-            expected_version,
-        } => Command::Delete {
-            path,
-            expected_version,
-        },
-        Op::Check { path, version } => Command::Check { path, version },
-    })
+    op().prop_map(Command::Op)
 }
 
 /// Weighted so that sessions are usually live, parents usually exist and ephemeral nodes

@@ -27,32 +27,14 @@ pub enum Command {
     RenewAllSessions,
     /// Ends a session at the client's request, removing its ephemeral nodes.
     CloseSession { session: SessionId },
-    /// Creates a node at version 0; its parent must exist. With `ephemeral_session`, the
-    /// node is removed when that session ends.
-    Create {
-        path: String,
-        data: Vec<u8>,
-        ephemeral_session: Option<SessionId>,
-    },
-    /// Replaces a node's data, if its version is `expected_version` (when given).
-    Set {
-        path: String,
-        data: Vec<u8>,
-        expected_version: Option<Version>,
-    },
-    /// Deletes a childless node, if its version is `expected_version` (when given).
-    Delete {
-        path: String,
-        expected_version: Option<Version>,
-    },
-    /// Succeeds only if the node exists at `version`; changes nothing.
-    Check { path: String, version: Version },
+    /// One node operation (create, set, delete, check), as in a multi-op of one.
+    Op(Op),
     /// Applies every op in order, each seeing the effects of the ones before it, or none
     /// of them: the first failing op is reported and the state is left as it was.
     Multi(Vec<Op>),
 }
 
-/// One operation of a [`Command::Multi`]; the same semantics as the single commands.
+/// One node operation: alone as [`Command::Op`], or one of a [`Command::Multi`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
     Create {

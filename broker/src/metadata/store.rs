@@ -165,52 +165,7 @@ impl MetadataState {
                     Err(StoreError::SessionExpired { session })
                 }
             }
-            Command::Create {
-                path,
-                data,
-                ephemeral_session,
-            } => self
-                .apply_op(
-                    index,
-                    Op::Create {
-                        path,
-                        data,
-                        ephemeral_session,
-                    },
-                    &mut changes,
-                )
-                .map(Reply::Op),
-            Command::Set {
-                path,
-                data,
-                expected_version,
-            } => self
-                .apply_op(
-                    index,
-                    Op::Set {
-                        path,
-                        data,
-                        expected_version,
-                    },
-                    &mut changes,
-                )
-                .map(Reply::Op),
-            Command::Delete {
-                path,
-                expected_version,
-            } => self
-                .apply_op(
-                    index,
-                    Op::Delete {
-                        path,
-                        expected_version,
-                    },
-                    &mut changes,
-                )
-                .map(Reply::Op),
-            Command::Check { path, version } => self
-                .apply_op(index, Op::Check { path, version }, &mut changes)
-                .map(Reply::Op),
+            Command::Op(op) => self.apply_op(index, op, &mut changes).map(Reply::Op),
             Command::Multi(ops) => self.multi(index, ops, &mut changes),
         };
         if outcome.is_err() {
@@ -562,11 +517,11 @@ mod tests {
     use super::*;
 
     fn create(path: &str) -> Command {
-        Command::Create {
+        Command::Op(Op::Create {
             path: path.to_string(),
             data: Vec::new(),
             ephemeral_session: None,
-        }
+        })
     }
 
     #[test]
@@ -574,16 +529,16 @@ mod tests {
         let mut state = MetadataState::new();
         assert!(state.apply(3, create("/a")).outcome.is_ok());
         assert!(state.apply(5, create("/a/b")).outcome.is_ok());
-        let set = Command::Set {
+        let set = Command::Op(Op::Set {
             path: "/a".to_string(),
             data: b"d".to_vec(),
             expected_version: None,
-        };
+        });
         assert!(state.apply(8, set).outcome.is_ok());
-        let delete = Command::Delete {
+        let delete = Command::Op(Op::Delete {
             path: "/a/b".to_string(),
             expected_version: None,
-        };
+        });
         assert!(state.apply(9, delete).outcome.is_ok());
         assert_eq!(
             state.stat("/a"),
