@@ -64,6 +64,19 @@ pub trait ReplicaLog {
     fn write_epoch_checkpoint(&mut self, entries: &[EpochEntry]) -> Result<(), LogError>;
 }
 
+/// Checks the append contract: `records` carry offsets `next`, `next + 1`, ... in order.
+pub fn check_consecutive(next: Offset, records: &[Record]) -> Result<(), LogError> {
+    for (expected, record) in (next..).zip(records) {
+        if record.offset != expected {
+            return Err(LogError::Contract(format!(
+                "append at offset {} where offset {expected} is next",
+                record.offset
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A log held in memory. "Unflushed" records can be dropped with [`MemoryLog::crash`],
 /// which models a machine losing what the OS had not yet written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -109,14 +122,7 @@ impl ReplicaLog for MemoryLog {
     }
 
     fn append(&mut self, records: &[Record]) -> Result<(), LogError> {
-        for (expected, record) in (self.log_end_offset()..).zip(records) {
-            if record.offset != expected {
-                return Err(LogError::Contract(format!(
-                    "append at offset {} where offset {expected} is next",
-                    record.offset
-                )));
-            }
-        }
+        check_consecutive(self.log_end_offset(), records)?;
         self.records.extend_from_slice(records);
         Ok(())
     }

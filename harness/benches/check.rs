@@ -39,17 +39,7 @@ fn settings(model: CheckModel) -> CheckSettings {
 /// Peak resident memory of this process so far, in MiB, from /proc (Linux).
 fn peak_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+    vm_hwm_kb(&status).map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 fn etcd_files(dir: &Path) -> Vec<PathBuf> {

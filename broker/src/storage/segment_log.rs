@@ -6,7 +6,7 @@ use super::checkpoint::{
 use super::frame::{self, MAX_VALUE_LEN};
 use super::segment::{parse_segment_file_name, Segment};
 use super::StorageConfig;
-use crate::log::{EpochEntry, LogError, ReplicaLog};
+use crate::log::{check_consecutive, EpochEntry, LogError, ReplicaLog};
 use crate::record::{LeaderEpoch, Offset, Record};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -265,13 +265,8 @@ impl ReplicaLog for SegmentLog {
     }
 
     fn append(&mut self, records: &[Record]) -> Result<(), LogError> {
-        for (expected, record) in (self.log_end_offset()..).zip(records) {
-            if record.offset != expected {
-                return Err(LogError::Contract(format!(
-                    "append at offset {} where offset {expected} is next",
-                    record.offset
-                )));
-            }
+        check_consecutive(self.log_end_offset(), records)?;
+        for record in records {
             if record.value.len() > MAX_VALUE_LEN {
                 return Err(LogError::Contract(format!(
                     "record at offset {} has a {}-byte value; at most {MAX_VALUE_LEN} fit",
