@@ -225,6 +225,17 @@ struct Checker<'a> {
 
 const NOBODY: usize = usize::MAX;
 
+/// How a read shows an acked value missing.
+#[derive(Clone, Copy)]
+enum Missing {
+    /// The read returned offsets around it but not it.
+    Gap,
+    /// The read has this other value at its offset.
+    Replaced(i64),
+    /// It lies beyond what a final read returned, yet that read claimed it is in the log.
+    Beyond,
+}
+
 /// The end of a read's returned range: highest returned offset + 1, or its start if empty.
 fn end_of(read: &Read, records: &[(i64, i64)]) -> i64 {
     records
@@ -744,7 +755,7 @@ impl<'a> Checker<'a> {
             // Standing entries in the gap before this record are missing from the read.
             let mut j = standing.find(cursor);
             while j < list.len() && list[j].offset < x {
-                self.condemn(list[j], r, completion, None, standing, j);
+                self.condemn(list[j], r, completion, Missing::Gap, standing, j);
                 j = standing.find(j + 1);
             }
             cursor = gallop(list, cursor, x);
@@ -753,7 +764,7 @@ impl<'a> Checker<'a> {
             while j < list.len() && list[j].offset == x {
                 let entry = list[j];
                 if entry.value != w {
-                    self.condemn(entry, r, completion, Some(w), standing, j);
+                    self.condemn(entry, r, completion, Missing::Replaced(w), standing, j);
                 }
                 j = standing.find(j + 1);
             }
@@ -786,7 +797,7 @@ impl<'a> Checker<'a> {
                         .acked_at(entry.append as usize)
                         .is_some_and(|(_, witness)| witness < read.invoke));
             if due && !in_final_view {
-                self.condemn_beyond(entry, r, completion, end, standing, j);
+                self.condemn(entry, r, completion, Missing::Beyond, standing, j);
             }
             j = standing.find(j + 1);
         }
@@ -800,49 +811,13 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Records that acked value `entry` is lost, as read `r` shows it missing.
     fn condemn(
         &mut self,
         entry: Entry,
         r: usize,
         completion: usize,
-        other: Option<i64>,
-        standing: &mut NextStanding,
-        j: usize,
-    ) {
-        standing.remove(j);
-        self.state[entry.append as usize].lost = true;
-        let append = &self.parsed.appends[entry.append as usize];
-        let read = &self.parsed.reads[r];
-        let key_name = self.key(append.key);
-        let (ack, how) = self.ack_description(entry);
-        let read_index = self.index(completion);
-        let (value, x) = (append.value, entry.offset);
-        let end = end_of(read, self.parsed.records(read));
-        let final_word = if self.is_final[r] { "final " } else { "" };
-        self.out.push(
-            AnomalyKind::LostWrite,
-            key_name,
-            vec![ack, read_index],
-            true,
-            || match other {
-                Some(w) => format!(
-                    "value {value} {how} at offset {x} of {key_name} (op {ack}) is missing from {final_word}read op {read_index}, which has value {w} there"
-                ),
-                None => format!(
-                    "value {value} {how} at offset {x} of {key_name} (op {ack}) is missing from {final_word}read op {read_index}, which returned offsets {} to {}",
-                    read.offset,
-                    end - 1
-                ),
-            },
-        );
-    }
-
-    fn condemn_beyond(
-        &mut self,
-        entry: Entry,
-        r: usize,
-        completion: usize,
-        end: i64,
+        missing: Missing,
         standing: &mut NextStanding,
         j: usize,
     ) {
@@ -855,18 +830,34 @@ impl<'a> Checker<'a> {
         let read_index = self.index(completion);
         let invoke_index = self.index(read.invoke);
         let (value, x) = (append.value, entry.offset);
-        let hw = read
-            .high_watermark
-            .map_or_else(|| "none".to_string(), |h| h.to_string());
+        let end = end_of(read, self.parsed.records(read));
+        let final_word = if self.is_final[r] { "final " } else { "" };
+        let lost =
+            format!("value {value} {how} at offset {x} of {key_name} (op {ack}) is missing from");
         self.out.push(
             AnomalyKind::LostWrite,
             key_name,
             vec![ack, read_index],
             true,
-            || format!(
-                "value {value} {how} at offset {x} of {key_name} (op {ack}) is missing from every final read; final read op {read_index} (invoked at op {invoke_index}) returned up to offset {} and reported high watermark {hw}",
-                end - 1
-            ),
+            || match missing {
+                Missing::Replaced(w) => {
+                    format!("{lost} {final_word}read op {read_index}, which has value {w} there")
+                }
+                Missing::Gap => format!(
+                    "{lost} {final_word}read op {read_index}, which returned offsets {} to {}",
+                    read.offset,
+                    end - 1
+                ),
+                Missing::Beyond => {
+                    let hw = read
+                        .high_watermark
+                        .map_or_else(|| "none".to_string(), |h| h.to_string());
+                    format!(
+                        "{lost} every final read; final read op {read_index} (invoked at op {invoke_index}) returned up to offset {} and reported high watermark {hw}",
+                        end - 1
+                    )
+                }
+            },
         );
     }
 
