@@ -26,6 +26,18 @@
 //! [storage]
 //! segment_bytes = 1048576
 //! flush_policy = "os_only"         # or "every_append", or { every_records = 100 }
+//!
+//! [metadata]                       # the metadata quorum (Raft) and sessions
+//! voters = [1, 2, 3]               # default: the first three brokers by id
+//! session_timeout_ms = 6000        # a broker's session expires this long after its last heartbeat
+//! raft_heartbeat_ms = 100
+//! election_timeout_min_ms = 800
+//! election_timeout_max_ms = 1600
+//! snapshot_every = 1000            # log entries between snapshots
+//!
+//! [controller]
+//! auto_leader_rebalance = false    # move leadership back to preferred replicas periodically
+//! leader_imbalance_check_interval_ms = 300000
 //! ```
 
 use crate::replica::{BrokerId, BugSwitches, TruncationMode};
@@ -87,6 +99,92 @@ struct RawConfig {
     max_value_bytes: usize,
     #[serde(default)]
     storage: StorageConfig,
+    #[serde(default)]
+    metadata: RawMetadataConfig,
+    #[serde(default)]
+    controller: ControllerConfig,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetadataConfig {
+    voters: Option<Vec<BrokerId>>,
+    #[serde(default = "default_session_timeout_ms")]
+    session_timeout_ms: u64,
+    #[serde(default = "default_raft_heartbeat_ms")]
+    raft_heartbeat_ms: u64,
+    #[serde(default = "default_election_timeout_min_ms")]
+    election_timeout_min_ms: u64,
+    #[serde(default = "default_election_timeout_max_ms")]
+    election_timeout_max_ms: u64,
+    #[serde(default = "default_snapshot_every")]
+    snapshot_every: u64,
+}
+
+impl Default for RawMetadataConfig {
+    fn default() -> Self {
+        RawMetadataConfig {
+            voters: None,
+            session_timeout_ms: default_session_timeout_ms(),
+            raft_heartbeat_ms: default_raft_heartbeat_ms(),
+            election_timeout_min_ms: default_election_timeout_min_ms(),
+            election_timeout_max_ms: default_election_timeout_max_ms(),
+            snapshot_every: default_snapshot_every(),
+        }
+    }
+}
+
+fn default_session_timeout_ms() -> u64 {
+    6_000
+}
+fn default_raft_heartbeat_ms() -> u64 {
+    100
+}
+fn default_election_timeout_min_ms() -> u64 {
+    800
+}
+fn default_election_timeout_max_ms() -> u64 {
+    1_600
+}
+fn default_snapshot_every() -> u64 {
+    1_000
+}
+
+/// The metadata quorum's settings, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataConfig {
+    /// The Raft voters, sorted; every other broker is a learner (it replicates the
+    /// metadata log and serves local reads, but does not vote).
+    pub voters: Vec<BrokerId>,
+    pub session_timeout_ms: u64,
+    pub raft_heartbeat_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    pub snapshot_every: u64,
+}
+
+/// The controller's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    /// Kafka's `auto.leader.rebalance.enable`; off by default here (on in Kafka).
+    #[serde(default)]
+    pub auto_leader_rebalance: bool,
+    #[serde(default = "default_leader_imbalance_check_interval_ms")]
+    pub leader_imbalance_check_interval_ms: u64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            auto_leader_rebalance: false,
+            leader_imbalance_check_interval_ms: default_leader_imbalance_check_interval_ms(),
+        }
+    }
+}
+
+fn default_leader_imbalance_check_interval_ms() -> u64 {
+    300_000
 }
 
 fn default_truncation_mode() -> String {
@@ -121,6 +219,8 @@ pub struct NodeConfig {
     pub replica_fetch_wait_max_ms: u64,
     pub max_value_bytes: usize,
     pub storage: StorageConfig,
+    pub metadata: MetadataConfig,
+    pub controller: ControllerConfig,
 }
 
 impl NodeConfig {
@@ -261,6 +361,13 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
             ),
         ));
     }
+    let metadata = validate_metadata(&refuse, raw.metadata, &brokers)?;
+    if raw.controller.leader_imbalance_check_interval_ms == 0 {
+        return Err(refuse(
+            "controller.leader_imbalance_check_interval_ms",
+            "must be positive".into(),
+        ));
+    }
     Ok(NodeConfig {
         broker_id: raw.broker_id,
         data_dir: raw.data_dir,
@@ -274,6 +381,62 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
         replica_fetch_wait_max_ms: raw.replica_fetch_wait_max_ms,
         max_value_bytes: raw.max_value_bytes,
         storage: raw.storage,
+        metadata,
+        controller: raw.controller,
+    })
+}
+
+fn validate_metadata(
+    refuse: &impl Fn(&str, String) -> ConfigError,
+    raw: RawMetadataConfig,
+    brokers: &[Peer],
+) -> Result<MetadataConfig, ConfigError> {
+    let voters = match raw.voters {
+        None => brokers.iter().take(3).map(|p| p.id).collect::<Vec<_>>(),
+        Some(mut voters) => {
+            voters.sort_unstable();
+            if voters.is_empty() {
+                return Err(refuse("metadata.voters", "lists no voter".into()));
+            }
+            if voters.windows(2).any(|w| w[0] == w[1]) {
+                return Err(refuse("metadata.voters", "lists a broker twice".into()));
+            }
+            if let Some(unknown) = voters.iter().find(|v| !brokers.iter().any(|p| p.id == **v)) {
+                return Err(refuse(
+                    "metadata.voters",
+                    format!("{unknown} is not among the [[brokers]] entries"),
+                ));
+            }
+            voters
+        }
+    };
+    for (key, value) in [
+        ("metadata.session_timeout_ms", raw.session_timeout_ms),
+        ("metadata.raft_heartbeat_ms", raw.raft_heartbeat_ms),
+        ("metadata.snapshot_every", raw.snapshot_every),
+    ] {
+        if value == 0 {
+            return Err(refuse(key, "must be positive".into()));
+        }
+    }
+    if raw.election_timeout_min_ms <= raw.raft_heartbeat_ms
+        || raw.election_timeout_max_ms <= raw.election_timeout_min_ms
+    {
+        return Err(refuse(
+            "metadata.election_timeout_min_ms",
+            format!(
+                "need raft_heartbeat_ms ({}) < election_timeout_min_ms ({}) < election_timeout_max_ms ({})",
+                raw.raft_heartbeat_ms, raw.election_timeout_min_ms, raw.election_timeout_max_ms
+            ),
+        ));
+    }
+    Ok(MetadataConfig {
+        voters,
+        session_timeout_ms: raw.session_timeout_ms,
+        raft_heartbeat_ms: raw.raft_heartbeat_ms,
+        election_timeout_min_ms: raw.election_timeout_min_ms,
+        election_timeout_max_ms: raw.election_timeout_max_ms,
+        snapshot_every: raw.snapshot_every,
     })
 }
 
@@ -322,6 +485,9 @@ flush_policy = { every_records = 100 }
         assert_eq!(config.replica_lag_time_max_ms, 10_000);
         assert_eq!(config.storage.flush_policy, FlushPolicy::EveryRecords(100));
         assert_eq!(config.this_broker().map(|p| p.id), Some(2));
+        assert_eq!(config.metadata.voters, vec![1, 2], "first three brokers");
+        assert_eq!(config.metadata.session_timeout_ms, 6_000);
+        assert!(!config.controller.auto_leader_rebalance);
     }
 
     #[test]
@@ -354,6 +520,14 @@ flush_policy = { every_records = 100 }
             (
                 GOOD.replace("id = 1", "id = 2"),
                 "key `brokers`: broker id 2 appears twice",
+            ),
+            (
+                format!("{GOOD}\n[metadata]\nvoters = [1, 5]\n"),
+                "key `metadata.voters`: 5 is not among",
+            ),
+            (
+                format!("{GOOD}\n[metadata]\nelection_timeout_min_ms = 50\n"),
+                "key `metadata.election_timeout_min_ms`: need raft_heartbeat_ms",
             ),
             (
                 GOOD.replace(

@@ -6,6 +6,8 @@
 //!   in-memory log for tests.
 //! - [`storage`]: segment files on disk, recovery, checkpoints, flush policy.
 //! - [`metadata`]: the metadata quorum's ZooKeeper-like store as a pure state machine.
+//! - [`quorum`]: the metadata quorum as the broker uses it: a client over Raft (openraft)
+//!   or an in-memory store for tests; sessions and their expiry.
 //! - [`replica`]: one partition replica as a pure state machine (leader and follower
 //!   roles, high watermark, ISR, leader epochs) and the bug switches.
 //! - [`server`]: the network layer: HTTP servers, the partition driver, follower fetchers.
@@ -16,6 +18,7 @@
 pub mod config;
 pub mod log;
 pub mod metadata;
+pub mod quorum;
 pub mod record;
 pub mod replica;
 pub mod server;

@@ -10,6 +10,8 @@
 //!   have expired, from its monotonic clock.
 //! - [`watch`]: [`WatchRegistry`], one-shot watches on a node or a subtree, fired by the
 //!   changes `apply` reports.
+//! - [`layout`]: where the broker keeps what (`/brokers/ids/N`, `/controller`,
+//!   `/partitions/T/P/state`, ...) and the JSON of each node.
 //! - [`path`]: path syntax (`/brokers/ids/1`) and parent/name helpers.
 //!
 //! Architecture invariant: everything here is pure and deterministic. `apply` reads no
@@ -34,6 +36,7 @@
 //!   new leader's renewal, therefore cannot remove a live session.
 
 pub mod command;
+pub mod layout;
 pub mod path;
 pub mod session;
 pub mod store;

@@ -35,11 +35,18 @@ pub struct BugSwitches {
     /// On OffsetOutOfRange with `leader LEO >= follower LEO`, the follower deletes its whole
     /// log and restarts at the leader's log start offset.
     pub kafka_2143: bool,
+    /// Read by the controller, not by the replica core: on session expiry the session
+    /// client silently opens a new session and the controller's queued work runs on it,
+    /// and controller writes are checked only against the partition state's own version
+    /// plus a read-check of its `controller_epoch` field.
+    pub kafka_3083: bool,
 }
 
 /// A bug name that is not one of the switches this core knows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown bug switch {0:?} (known: KAFKA-7128, KAFKA-7040, KAFKA-1561, KAFKA-2143)")]
+#[error(
+    "unknown bug switch {0:?} (known: KAFKA-7128, KAFKA-7040, KAFKA-1561, KAFKA-3083, KAFKA-2143)"
+)]
 pub struct UnknownBug(pub String);
 
 impl BugSwitches {
@@ -49,6 +56,7 @@ impl BugSwitches {
         kafka_7040: true,
         kafka_1561: true,
         kafka_2143: true,
+        kafka_3083: true,
     };
 
     /// Parses names such as `"KAFKA-7128"` (case-insensitive), as a config's `bugs = [...]`
@@ -61,6 +69,7 @@ impl BugSwitches {
                 "KAFKA-7040" => switches.kafka_7040 = true,
                 "KAFKA-1561" => switches.kafka_1561 = true,
                 "KAFKA-2143" => switches.kafka_2143 = true,
+                "KAFKA-3083" => switches.kafka_3083 = true,
                 _ => return Err(UnknownBug((*name).to_owned())),
             }
         }
@@ -73,6 +82,7 @@ impl BugSwitches {
             (self.kafka_7128, "KAFKA-7128"),
             (self.kafka_7040, "KAFKA-7040"),
             (self.kafka_1561, "KAFKA-1561"),
+            (self.kafka_3083, "KAFKA-3083"),
             (self.kafka_2143, "KAFKA-2143"),
         ]
         .into_iter()
@@ -156,11 +166,17 @@ mod tests {
         assert_eq!(bugs.to_string(), "KAFKA-7128,KAFKA-2143");
         assert_eq!(BugSwitches::default().to_string(), "none");
         assert_eq!(
-            BugSwitches::from_names(&["KAFKA-3083"]),
-            Err(UnknownBug("KAFKA-3083".into()))
+            BugSwitches::from_names(&["KAFKA-9999"]),
+            Err(UnknownBug("KAFKA-9999".into()))
         );
         assert_eq!(
-            BugSwitches::from_names(&["KAFKA-7128", "KAFKA-7040", "KAFKA-1561", "KAFKA-2143"]),
+            BugSwitches::from_names(&[
+                "KAFKA-7128",
+                "KAFKA-7040",
+                "KAFKA-1561",
+                "KAFKA-3083",
+                "KAFKA-2143"
+            ]),
             Ok(BugSwitches::ALL)
         );
     }

@@ -31,8 +31,9 @@ impl TopicPartition {
     }
 }
 
-/// The stored partition state, as Kafka's znode holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The stored partition state, as Kafka's znode holds it (stored as this struct's JSON in
+/// the metadata quorum, see `metadata::layout`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartitionState {
     /// `None` while the partition is offline (no electable replica).
     pub leader: Option<BrokerId>,
