@@ -7,15 +7,14 @@
 //! listener of the configuration is not bound yet.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Parser;
 
 use broker::config::NodeConfig;
-use broker::replica::metadata::InMemoryMetadataStore;
+use broker::quorum::local::LocalQuorum;
 use broker::replica::BugSwitches;
-use broker::server::{Broker, SharedMetadataStore};
+use broker::server::Broker;
 
 #[derive(Debug, Parser)]
 #[command(name = "broker", about = "A Kafka-style replicated-log broker")]
@@ -53,8 +52,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(config: NodeConfig) -> anyhow::Result<()> {
-    let store: SharedMetadataStore = Arc::new(Mutex::new(InMemoryMetadataStore::new()));
-    let broker = Broker::start(config, store).await?;
+    let quorum = LocalQuorum::start();
+    let (metadata, _link) = quorum.client();
+    let broker = Broker::start(config, metadata).await?;
     println!(
         "broker {} listening: client {} replication {}",
         broker.broker_id(),

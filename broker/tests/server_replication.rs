@@ -318,3 +318,73 @@ async fn a_restart_from_the_data_directories_loses_nothing_acknowledged() {
     assert_eq!((status, body), (200, json!({"offset": 30})));
     cluster.stop().await;
 }
+
+/// A leader deposed while cut off from the quorum still serves Kafka's default reads
+/// (stale: it misses what the new leader acknowledged) but refuses linearizable ones,
+/// whether or not it can reach the quorum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leader_serves_stale_default_reads_but_refuses_linearizable_ones() {
+    let cluster = TestCluster::start(3, SETTINGS).await;
+    let tp = TopicPartition::new("events", 0);
+    cluster.create_partition(&tp, &[1, 2, 3]).await;
+    for value in ["a", "b"] {
+        let (status, body) = cluster
+            .post_records(1, &tp, &json!({"value": value}).to_string())
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = cluster
+        .read(1, &tp, "offset=0&consistency=linearizable")
+        .await;
+    assert_eq!(
+        status, 200,
+        "a current leader serves linearizable reads: {body}"
+    );
+
+    // Broker 1 is cut off (from the quorum, and it is not told); 2 takes over and
+    // acknowledges a write that 1 never sees.
+    cluster.links[&1].cut();
+    cluster.elect_telling(&tp, 2, &[2, 3], &[2, 3]).await;
+    wait_until(Duration::from_secs(10), "2 accepts writes", || async {
+        cluster
+            .post_records(2, &tp, &json!({"value": "c"}).to_string())
+            .await
+            .0
+            == 200
+    })
+    .await;
+
+    let (status, body) = cluster.read(1, &tp, "offset=0").await;
+    assert_eq!(
+        status, 200,
+        "the deposed leader still serves default reads: {body}"
+    );
+    let stale: Vec<Value> = body["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect();
+    assert_eq!(stale, vec![json!("a"), json!("b")], "stale: misses c");
+
+    let (status, body) = cluster
+        .read(1, &tp, "offset=0&consistency=linearizable")
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], json!("metadata_unavailable"));
+
+    // Reconnected to the quorum, it learns it is no longer leader and says who is.
+    cluster.links[&1].heal();
+    let (status, body) = cluster
+        .read(1, &tp, "offset=0&consistency=linearizable")
+        .await;
+    assert_eq!(status, 421, "{body}");
+    assert_eq!(body["error"], json!("not_leader"));
+    assert_eq!(body["leader"], json!(2));
+    let (status, body) = cluster
+        .read(2, &tp, "offset=0&consistency=linearizable")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["records"].as_array().map(Vec::len), Some(3));
+    cluster.stop().await;
+}

@@ -30,6 +30,7 @@ use super::wire::{
     parse_body, ApiError, ClientRecord, ProduceBatchReply, ProduceBody, ProduceReply, ReadReply,
 };
 use super::Node;
+use crate::metadata::layout;
 use crate::replica::metadata::TopicPartition;
 use crate::replica::{Acks, ProduceError, ProduceOutcome, ProduceRequest, ReplicationError};
 
@@ -72,14 +73,14 @@ fn find(node: &Node, tp: &TopicPartition) -> Result<Arc<super::partitions::Parti
     if let Some(partition) = node.partitions.get(tp) {
         return Ok(partition);
     }
+    // This node's view of the metadata, possibly stale: only a hint.
     let stored = node
-        .store
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .read(tp);
+        .metadata
+        .read_local(|state, _| layout::partition_state(state, tp));
     match stored {
-        Some(state) => Err(ApiError::not_leader(state.state.leader)),
-        None => Err(ApiError::unknown_partition(&tp.topic, tp.partition)),
+        Ok(Some(state)) => Err(ApiError::not_leader(state.state.leader)),
+        Ok(None) => Err(ApiError::unknown_partition(&tp.topic, tp.partition)),
+        Err(error) => Err(ApiError::storage(error.to_string())),
     }
 }
 
@@ -306,11 +307,21 @@ async fn read(
         other => ApiError::replication(other, hint),
     })?;
     if linearizable {
+        // Read after the HW above was captured: if the quorum still names this broker
+        // leader at the epoch the read was served in, no other leader can have
+        // acknowledged a write this read misses.
         let stored = node
-            .store
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .read(&tp);
+            .metadata
+            .read_linearizable(|state| layout::partition_state(state, &tp))
+            .await
+            .map_err(|error| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "metadata_unavailable",
+                    format!("cannot confirm leadership through the metadata quorum: {error}"),
+                )
+            })?
+            .map_err(|error| ApiError::storage(error.to_string()))?;
         let still_leader = stored.as_ref().is_some_and(|s| {
             s.state.leader == Some(node.broker_id()) && s.state.leader_epoch == leader_epoch
         });

@@ -11,10 +11,11 @@
 //! - [`failpoints`]: the named failpoints.
 //! - [`wire`]: JSON bodies and the error shape.
 //!
-//! Until the control plane exists, whoever plays controller (the in-process tests, or an
-//! operator) writes partition state to the shared [`MetadataStore`] and sends
-//! LeaderAndIsr to the replication listener; leaders write their ISR changes to the same
-//! store.
+//! Partition state lives in the metadata quorum, reached through the node's
+//! [`MetadataClient`]: leaders write their ISR changes there (conditionally on the
+//! version they were told), and read it back for linearizable reads. Whoever is
+//! controller (the control plane, or an in-process test playing it) writes partition
+//! states and sends LeaderAndIsr to the replication listener.
 //!
 //! Architecture invariant: the replica core is only ever called with a
 //! `std::sync::Mutex` held and no `.await` in between; effects are carried out after the
@@ -29,7 +30,8 @@ pub mod replication_api;
 pub mod wire;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::serve::ListenerExt;
@@ -38,10 +40,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::NodeConfig;
-use crate::replica::metadata::MetadataStore;
-
-/// The metadata store shared by the brokers (in-memory in tests, the quorum later).
-pub type SharedMetadataStore = Arc<Mutex<dyn MetadataStore + Send>>;
+use crate::quorum::MetadataClient;
+use crate::replica::metadata::ControllerEpoch;
 
 /// How often the driver ticks every replica (ISR shrink, produce timeouts, follower
 /// re-sends, HW checkpoints): fine enough for millisecond-scale configuration.
@@ -70,7 +70,11 @@ pub enum StartError {
 pub struct Node {
     pub(crate) config: NodeConfig,
     started: Instant,
-    pub(crate) store: SharedMetadataStore,
+    pub(crate) metadata: MetadataClient,
+    /// The highest controller epoch any LeaderAndIsr has carried: requests from an older
+    /// controller are refused whole (STALE_CONTROLLER_EPOCH), even for partitions this
+    /// broker has not seen yet.
+    controller_epoch: AtomicU32,
     pub(crate) partitions: partitions::Partitions,
     pub(crate) fetchers: fetcher::Fetchers,
     shutdown: watch::Sender<bool>,
@@ -97,6 +101,25 @@ impl Node {
 
     pub(crate) fn is_stopping(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// Admits a controller request of `epoch`: `Err(current)` if a newer controller has
+    /// already spoken to this broker.
+    pub(crate) fn admit_controller_epoch(
+        &self,
+        epoch: ControllerEpoch,
+    ) -> Result<(), ControllerEpoch> {
+        let seen = self.controller_epoch.fetch_max(epoch, Ordering::SeqCst);
+        if epoch < seen {
+            Err(seen)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The node's handle on the metadata quorum.
+    pub fn metadata(&self) -> &MetadataClient {
+        &self.metadata
     }
 }
 
@@ -136,19 +159,16 @@ pub struct Broker {
 
 impl Broker {
     /// Binds the listeners of `config` and starts serving.
-    pub async fn start(
-        config: NodeConfig,
-        store: SharedMetadataStore,
-    ) -> Result<Broker, StartError> {
+    pub async fn start(config: NodeConfig, metadata: MetadataClient) -> Result<Broker, StartError> {
         let listeners = BoundListeners::bind(&config).await?;
-        Broker::start_on(config, store, listeners).await
+        Broker::start_on(config, metadata, listeners).await
     }
 
     /// Starts serving on listeners bound by the caller. Replicas are created (or reopened
     /// from `data_dir/<topic>-<partition>/`) by their first LeaderAndIsr.
     pub async fn start_on(
         config: NodeConfig,
-        store: SharedMetadataStore,
+        metadata: MetadataClient,
         listeners: BoundListeners,
     ) -> Result<Broker, StartError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
@@ -161,7 +181,8 @@ impl Broker {
         let node = Arc::new(Node {
             config,
             started: Instant::now(),
-            store,
+            metadata,
+            controller_epoch: AtomicU32::new(0),
             partitions: partitions::Partitions::default(),
             fetchers: fetcher::Fetchers::default(),
             shutdown,

@@ -19,7 +19,9 @@ use super::failpoints;
 use super::fetcher::Outgoing;
 use super::Node;
 use crate::config::NodeConfig;
-use crate::replica::metadata::{MetadataError, PartitionState, TopicPartition};
+use crate::metadata::{layout, Command, Op, OpReply, Reply, StoreError};
+use crate::quorum::QuorumError;
+use crate::replica::metadata::{MetadataError, PartitionState, StateVersion, TopicPartition};
 use crate::replica::{
     BrokerId, Effect, LeaderAndIsr, LeaderAndIsrError, ProduceResult, Replica, ReplicaConfig,
     ReplicaError,
@@ -332,6 +334,40 @@ impl Node {
         }
     }
 
+    /// Kafka's conditional `setData` on the partition-state znode: replaces the stored
+    /// state if its version is still `expected_version`, returning the new version.
+    async fn write_state_if_version(
+        &self,
+        tp: &TopicPartition,
+        state: &PartitionState,
+        expected_version: StateVersion,
+    ) -> Result<StateVersion, MetadataError> {
+        let command = Command::Op(Op::Set {
+            path: layout::partition_state_path(tp),
+            data: layout::encode(state),
+            expected_version: Some(expected_version),
+        });
+        match self.metadata.propose(command).await {
+            Ok(Reply::Op(OpReply::Set { version })) => Ok(version),
+            Ok(other) => Err(MetadataError::Unavailable(format!(
+                "unexpected reply to a set: {other:?}"
+            ))),
+            Err(QuorumError::Store(StoreError::BadVersion { actual, .. })) => {
+                Err(MetadataError::VersionConflict {
+                    expected: expected_version,
+                    actual: Some(actual),
+                })
+            }
+            Err(QuorumError::Store(StoreError::NoNode { .. })) => {
+                Err(MetadataError::VersionConflict {
+                    expected: expected_version,
+                    actual: None,
+                })
+            }
+            Err(error) => Err(MetadataError::Unavailable(error.to_string())),
+        }
+    }
+
     /// The leader's conditional ISR write, then its result back to the replica.
     async fn write_partition_state(
         self: Arc<Self>,
@@ -350,7 +386,8 @@ impl Node {
                     controller_epoch: write.controller_epoch,
                     replicas: write.replicas.clone(),
                 };
-                lock(&self.store).write_if_version(&partition.tp, state, write.expected_version)
+                self.write_state_if_version(&partition.tp, &state, write.expected_version)
+                    .await
             }
         };
         match &result {

@@ -100,6 +100,16 @@ async fn leader_and_isr(
             body.replicas
         )));
     }
+    if let Err(current) = node.admit_controller_epoch(body.controller_epoch) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "stale_controller_epoch",
+            format!(
+                "controller epoch {} is older than {current}, the newest this broker has seen",
+                body.controller_epoch
+            ),
+        ));
+    }
     let tp = TopicPartition::new(body.topic, body.partition);
     let request = LeaderAndIsr {
         controller_epoch: body.controller_epoch,

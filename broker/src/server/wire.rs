@@ -18,6 +18,7 @@
 //! | `stale_controller_epoch`, `stale_leader_epoch`, `not_assigned` | 409 | (LeaderAndIsr) |
 //! | `fenced_leader_epoch`, `unknown_leader_epoch`, `unknown_replica` | 409 | (replication) |
 //! | `not_ready` | 503 | (linearizable read: the HW has not reached the epoch's start) |
+//! | `metadata_unavailable` | 503 | (linearizable read: the metadata quorum could not confirm leadership; retry) |
 //! | `failpoint` | 503 | a failpoint armed with `return` refused the request |
 //! | `unknown_failpoint` | 404 | (debug endpoints) |
 //! | `failpoints_disabled` | 501 | (debug endpoints, built without the feature) |

@@ -1,6 +1,7 @@
 //! An in-process cluster for the server tests: brokers on `127.0.0.1:0`, a shared
-//! in-memory metadata store, and the test acting as controller (it writes the partition
-//! state to the store and sends LeaderAndIsr to the replication listeners).
+//! in-memory metadata quorum ([`LocalQuorum`]), and the test acting as controller (it
+//! writes the partition state to the quorum and sends LeaderAndIsr to the replication
+//! listeners).
 
 #![allow(dead_code)] // each test file uses part of this
 
@@ -9,13 +10,14 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use broker::config::NodeConfig;
-use broker::replica::metadata::{
-    InMemoryMetadataStore, MetadataStore, PartitionState, TopicPartition, VersionedState,
-};
+use broker::metadata::{layout, Command, Op, OpReply, Reply};
+use broker::quorum::local::{LocalLink, LocalQuorum};
+use broker::quorum::MetadataClient;
+use broker::replica::metadata::{PartitionState, TopicPartition, VersionedState};
 use broker::replica::BrokerId;
 use broker::server::wire::{LeaderAndIsrBody, ReplicaView, ReplicasReply};
 use broker::server::{BoundListeners, Broker};
@@ -23,7 +25,11 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 pub struct TestCluster {
-    pub store: Arc<Mutex<InMemoryMetadataStore>>,
+    pub quorum: Arc<LocalQuorum>,
+    /// The test's own client of the quorum (it plays controller).
+    pub metadata: MetadataClient,
+    /// Each broker's link to the quorum, to cut it off.
+    pub links: BTreeMap<BrokerId, LocalLink>,
     root: PathBuf,
     pub configs: BTreeMap<BrokerId, NodeConfig>,
     brokers: BTreeMap<BrokerId, Broker>,
@@ -61,9 +67,20 @@ impl TestCluster {
                 )
             })
             .collect();
-        let store = Arc::new(Mutex::new(InMemoryMetadataStore::new()));
+        let quorum = LocalQuorum::start();
+        let (metadata, _) = quorum.client();
+        for path in layout::BASE_PATHS {
+            let create = Command::Op(Op::Create {
+                path: path.to_string(),
+                data: Vec::new(),
+                ephemeral_session: None,
+            });
+            metadata.propose(create).await.expect("create base path");
+        }
         let mut cluster = TestCluster {
-            store,
+            quorum,
+            metadata,
+            links: BTreeMap::new(),
             root: root.clone(),
             configs: BTreeMap::new(),
             brokers: BTreeMap::new(),
@@ -83,9 +100,11 @@ impl TestCluster {
             );
             let config = NodeConfig::parse("node.toml", &text).expect("test config");
             cluster.configs.insert(id, config.clone());
+            let (metadata, link) = cluster.quorum.client();
+            cluster.links.insert(id, link);
             let broker = Broker::start_on(
                 config,
-                cluster.store.clone(),
+                metadata,
                 BoundListeners {
                     client,
                     replication,
@@ -139,7 +158,9 @@ impl TestCluster {
                 Err(error) => panic!("rebind broker {id}: {error}"),
             }
         };
-        let broker = Broker::start_on(config, self.store.clone(), listeners)
+        let (client, link) = self.quorum.client();
+        self.links.insert(id, link);
+        let broker = Broker::start_on(config, client, listeners)
             .await
             .expect("restart broker");
         self.brokers.insert(id, broker);
@@ -156,7 +177,9 @@ impl TestCluster {
     // ----- the controller -----------------------------------------------------------
 
     pub fn stored(&self, tp: &TopicPartition) -> Option<VersionedState> {
-        self.store.lock().expect("store").read(tp)
+        self.metadata
+            .read_local(|state, _| layout::partition_state(state, tp))
+            .expect("partition state decodes")
     }
 
     pub fn stored_isr(&self, tp: &TopicPartition) -> Vec<BrokerId> {
@@ -172,12 +195,30 @@ impl TestCluster {
             controller_epoch: self.controller_epoch,
             replicas: replicas.to_vec(),
         };
-        let version = self
-            .store
-            .lock()
-            .expect("store")
-            .create(tp, state.clone())
+        let parent = format!("{}/{}", layout::PARTITIONS, tp.topic);
+        let mut ops = Vec::new();
+        if !self.metadata.read_local(|s, _| s.exists(&parent)) {
+            ops.push(Op::Create {
+                path: parent.clone(),
+                data: Vec::new(),
+                ephemeral_session: None,
+            });
+        }
+        ops.push(Op::Create {
+            path: format!("{parent}/{}", tp.partition),
+            data: Vec::new(),
+            ephemeral_session: None,
+        });
+        ops.push(Op::Create {
+            path: layout::partition_state_path(tp),
+            data: layout::encode(&state),
+            ephemeral_session: None,
+        });
+        self.metadata
+            .propose(Command::Multi(ops))
+            .await
             .expect("create partition");
+        let version = 0;
         self.announce(tp, &VersionedState { state, version }, None)
             .await;
     }
@@ -192,14 +233,55 @@ impl TestCluster {
             controller_epoch: self.controller_epoch,
             replicas: current.state.replicas.clone(),
         };
-        let version = self
-            .store
-            .lock()
-            .expect("store")
-            .write_if_version(tp, state.clone(), current.version)
-            .expect("write partition state");
+        let set = Command::Op(Op::Set {
+            path: layout::partition_state_path(tp),
+            data: layout::encode(&state),
+            expected_version: Some(current.version),
+        });
+        let version = match self.metadata.propose(set).await {
+            Ok(Reply::Op(OpReply::Set { version })) => version,
+            other => panic!("write partition state: {other:?}"),
+        };
         self.announce(tp, &VersionedState { state, version }, None)
             .await;
+    }
+
+    /// Elects like [`Self::elect`] but tells only the brokers in `to`.
+    pub async fn elect_telling(
+        &self,
+        tp: &TopicPartition,
+        leader: BrokerId,
+        isr: &[BrokerId],
+        to: &[BrokerId],
+    ) {
+        let current = self.stored(tp).expect("partition exists");
+        let state = PartitionState {
+            leader: Some(leader),
+            leader_epoch: current.state.leader_epoch + 1,
+            isr: isr.to_vec(),
+            controller_epoch: self.controller_epoch,
+            replicas: current.state.replicas.clone(),
+        };
+        let set = Command::Op(Op::Set {
+            path: layout::partition_state_path(tp),
+            data: layout::encode(&state),
+            expected_version: Some(current.version),
+        });
+        let version = match self.metadata.propose(set).await {
+            Ok(Reply::Op(OpReply::Set { version })) => version,
+            other => panic!("write partition state: {other:?}"),
+        };
+        for &id in to {
+            self.announce(
+                tp,
+                &VersionedState {
+                    state: state.clone(),
+                    version,
+                },
+                Some(id),
+            )
+            .await;
+        }
     }
 
     /// Sends the stored state to one broker (as a controller does when it comes back).
