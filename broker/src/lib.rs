@@ -8,14 +8,19 @@
 //! - [`metadata`]: the metadata quorum's ZooKeeper-like store as a pure state machine.
 //! - [`quorum`]: the metadata quorum as the broker uses it: a client over Raft (openraft)
 //!   or an in-memory store for tests; sessions and their expiry.
+//! - [`controller`]: the control plane above the metadata quorum: the session, broker
+//!   registration, the controller (election, failover, leader election on broker death,
+//!   admin operations) and the admin HTTP handlers.
 //! - [`replica`]: one partition replica as a pure state machine (leader and follower
 //!   roles, high watermark, ISR, leader epochs) and the bug switches.
 //! - [`server`]: the network layer: HTTP servers, the partition driver, follower fetchers.
 //!
 //! Architecture invariant: the replica core reads no clock and opens no socket; time and
-//! messages come in as events, effects go out. The bug switches live only in that core.
+//! messages come in as events, effects go out. The bug switches live only in that core,
+//! except KAFKA-3083's, a controller behaviour, read only in [`controller`].
 
 pub mod config;
+pub mod controller;
 pub mod log;
 pub mod metadata;
 pub mod quorum;

@@ -1,10 +1,9 @@
 //! `broker --config node.toml [--bug KAFKA-nnnn]...`: one broker node (DESIGN.md §2).
 //!
-//! Until the metadata quorum and controller exist, the broker runs with a metadata store
-//! in its own memory: whoever plays controller sends LeaderAndIsr to the replication
-//! listener, and this broker's ISR writes land in its local store only (so
-//! `GET`-side views of the ISR are per broker, and lost on restart). The metadata
-//! listener of the configuration is not bound yet.
+//! The broker joins the metadata quorum (Raft over its metadata listener; the voters of
+//! `[metadata]`, the others as learners), registers itself, takes part in the controller
+//! election, and serves clients and followers. SIGTERM or SIGINT stops it gracefully
+//! (its session closed, so the controller moves its leaderships at once).
 
 use std::path::PathBuf;
 
@@ -12,7 +11,6 @@ use anyhow::Context;
 use clap::Parser;
 
 use broker::config::NodeConfig;
-use broker::quorum::local::LocalQuorum;
 use broker::replica::BugSwitches;
 use broker::server::Broker;
 
@@ -33,8 +31,10 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(
+                |_| // openraft logs every failed call to a down peer at WARN; its errors suffice.
+                tracing_subscriber::EnvFilter::new("info,openraft=error"),
+            ),
         )
         .init();
     let args = Args::parse();
@@ -52,14 +52,14 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(config: NodeConfig) -> anyhow::Result<()> {
-    let quorum = LocalQuorum::start();
-    let (metadata, _link) = quorum.client();
-    let broker = Broker::start(config, metadata).await?;
+    let metadata_addr = config.listeners.metadata;
+    let broker = Broker::start_member(config).await?;
     println!(
-        "broker {} listening: client {} replication {}",
+        "broker {} listening: client {} replication {} metadata {}",
         broker.broker_id(),
         broker.client_addr(),
-        broker.replication_addr()
+        broker.replication_addr(),
+        metadata_addr
     );
     wait_for_signal().await?;
     tracing::info!("stopping");

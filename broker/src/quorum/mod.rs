@@ -14,7 +14,9 @@
 
 pub mod applied;
 pub mod local;
+pub mod raft;
 pub mod reaper;
+pub mod session;
 
 use std::future::Future;
 use std::pin::Pin;

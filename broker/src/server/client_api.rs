@@ -52,6 +52,7 @@ pub fn router(node: Arc<Node>) -> Router {
             post(produce).get(read),
         )
         .merge(super::debug_api::routes())
+        .merge(super::admin_api::routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(node)
 }

@@ -2,7 +2,8 @@
 //!
 //! - `GET /v1/debug/replicas` → [`ReplicasReply`]: each local replica's role, leader,
 //!   epoch, ISR, LEO, HW, log start, epoch cache.
-//! - `GET /v1/debug/failpoints` → `{"enabled": bool, "points": [..], "armed": {name: actions}}`
+//! - `GET /v1/debug/failpoints` → `{"enabled": bool, "points": [..], "armed": {name: actions},
+//!   "hits": {name: times reached while armed}}`
 //! - `PUT /v1/debug/failpoints/{name}` with `{"actions": "sleep(100)"}` (or the actions as
 //!   a plain-text body) arms a point; `DELETE` disarms it. See [`super::failpoints`].
 
@@ -112,6 +113,10 @@ async fn list_failpoints() -> Json<Value> {
         "enabled": failpoints::enabled(),
         "points": failpoints::ALL,
         "armed": armed,
+        "hits": failpoints::hit_counts()
+            .into_iter()
+            .map(|(name, count)| (name, Value::from(count)))
+            .collect::<serde_json::Map<_, _>>(),
     }))
 }
 

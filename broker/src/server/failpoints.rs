@@ -1,6 +1,6 @@
-//! Named failpoints (crate `fail`) in the replication path, armed over HTTP by
-//! `PUT /v1/debug/failpoints/{name}` with `fail` crate actions (`sleep(ms)`, `pause`,
-//! `return`, `off`, `50%return`, ...). Compiled in only with the `failpoints` feature;
+//! Named failpoints (crate `fail`) in the replication and controller paths, armed over
+//! HTTP by `PUT /v1/debug/failpoints/{name}` with `fail` crate actions (`sleep(ms)`,
+//! `pause`, `return`, `off`, `50%return`, ...). Compiled in only with the `failpoints` feature;
 //! without it every point is a no-op and the endpoints answer 501.
 //!
 //! The `fail` registry is per process, so a point armed by name fires on every broker of
@@ -27,6 +27,10 @@ pub const FOLLOWER_FETCH_RESPONSE: &str = "follower_fetch_response";
 /// Leader: before the conditional ISR write to the metadata store. `return` fails the
 /// write as if the store were unavailable.
 pub const BEFORE_ISR_WRITE: &str = "before_isr_write";
+/// Controller: a partition's new state is decided, just before it is written to the
+/// metadata store. `pause` holds the controller there (kafka-replication.md §5.4's gate);
+/// `return` fails the write as if the store were unavailable.
+pub const CONTROLLER_BEFORE_STATE_WRITE: &str = "controller_before_state_write";
 
 /// Every point the broker has, for `GET /v1/debug/failpoints`.
 pub const ALL: &[&str] = &[
@@ -35,6 +39,7 @@ pub const ALL: &[&str] = &[
     LEADER_FETCH_RESPONSE,
     FOLLOWER_FETCH_RESPONSE,
     BEFORE_ISR_WRITE,
+    CONTROLLER_BEFORE_STATE_WRITE,
 ];
 
 /// A failpoint armed with `return` fired: the caller drops or refuses what it was doing.
@@ -52,6 +57,7 @@ pub async fn hit(name: &'static str, broker: BrokerId) -> Result<(), Triggered> 
     if !armed {
         return Ok(());
     }
+    count_hit(name, &targeted);
     let fired = tokio::task::spawn_blocking(move || {
         fail::eval(name, |_| ()).is_some() || fail::eval(&targeted, |_| ()).is_some()
     })
@@ -69,6 +75,39 @@ pub async fn hit(name: &'static str, broker: BrokerId) -> Result<(), Triggered> 
 #[cfg(not(feature = "failpoints"))]
 pub async fn hit(_name: &'static str, _broker: BrokerId) -> Result<(), Triggered> {
     Ok(())
+}
+
+/// How many times each armed point was reached, under both its plain and its targeted
+/// name, counted before its action runs: a test sees that a `pause` has been reached.
+static HITS: std::sync::Mutex<std::collections::BTreeMap<String, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+#[cfg(feature = "failpoints")]
+fn count_hit(name: &str, targeted: &str) {
+    let mut hits = HITS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for key in [name, targeted] {
+        *hits.entry(key.to_owned()).or_default() += 1;
+    }
+}
+
+/// How many times point `name` (plain, or `<point>@<broker>`) was reached while armed.
+pub fn hit_count(name: &str) -> u64 {
+    let hits = HITS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    hits.get(name).copied().unwrap_or(0)
+}
+
+/// Every point reached while armed, with its count.
+pub fn hit_counts() -> Vec<(String, u64)> {
+    let hits = HITS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    hits.iter()
+        .map(|(name, count)| (name.clone(), *count))
+        .collect()
 }
 
 /// Whether the points are compiled in.

@@ -21,6 +21,7 @@
 //! `std::sync::Mutex` held and no `.await` in between; effects are carried out after the
 //! lock is released.
 
+pub mod admin_api;
 pub mod client_api;
 pub mod debug_api;
 pub mod failpoints;
@@ -40,6 +41,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::NodeConfig;
+use crate::controller::ControlPlane;
+use crate::quorum::raft::RaftQuorum;
 use crate::quorum::MetadataClient;
 use crate::replica::metadata::ControllerEpoch;
 
@@ -58,6 +61,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot start the metadata quorum: {0}")]
+    Quorum(#[from] crate::quorum::raft::RaftStartError),
     #[error("cannot create the data directory {path}: {source}")]
     DataDir {
         path: String,
@@ -75,6 +80,9 @@ pub struct Node {
     /// controller are refused whole (STALE_CONTROLLER_EPOCH), even for partitions this
     /// broker has not seen yet.
     controller_epoch: AtomicU32,
+    /// The session, registration and controller of this broker, once started; absent
+    /// when a test plays controller.
+    control_plane: std::sync::OnceLock<crate::controller::ControlPlane>,
     pub(crate) partitions: partitions::Partitions,
     pub(crate) fetchers: fetcher::Fetchers,
     shutdown: watch::Sender<bool>,
@@ -121,6 +129,11 @@ impl Node {
     pub fn metadata(&self) -> &MetadataClient {
         &self.metadata
     }
+
+    /// This broker's control plane, if it runs one.
+    pub fn control_plane(&self) -> Option<&crate::controller::ControlPlane> {
+        self.control_plane.get()
+    }
 }
 
 /// The two listeners this issue serves, already bound (tests bind `127.0.0.1:0` first so
@@ -155,9 +168,66 @@ pub struct Broker {
     client_addr: SocketAddr,
     replication_addr: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
+    /// This broker's Raft node, when it runs one (a whole broker, not a test's).
+    quorum: Option<RaftQuorum>,
 }
 
 impl Broker {
+    /// A whole broker, as the binary runs it: binds the three listeners of `config`, joins
+    /// the metadata quorum (Raft, on the metadata listener), serves the data plane, and
+    /// starts its control plane (session, registration, controller).
+    pub async fn start_member(config: NodeConfig) -> Result<Broker, StartError> {
+        let listeners = BoundListeners::bind(&config).await?;
+        let metadata = TcpListener::bind(config.listeners.metadata)
+            .await
+            .map_err(|source| StartError::Bind {
+                listener: "metadata",
+                addr: config.listeners.metadata,
+                source,
+            })?;
+        Broker::start_member_on(config, listeners, metadata).await
+    }
+
+    /// [`Broker::start_member`] on listeners bound by the caller.
+    pub async fn start_member_on(
+        config: NodeConfig,
+        listeners: BoundListeners,
+        metadata_listener: TcpListener,
+    ) -> Result<Broker, StartError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
+        let (quorum, metadata) = RaftQuorum::start(&config, metadata_listener).await?;
+        let mut broker = Broker::start_on(config, metadata, listeners).await?;
+        broker.quorum = Some(quorum);
+        broker.start_control_plane();
+        Ok(broker)
+    }
+
+    /// Starts this broker's control plane over its metadata client (for a broker started
+    /// with [`Broker::start_on`], e.g. on an in-process [`crate::quorum::local::LocalQuorum`]).
+    /// Does nothing if it runs already.
+    pub fn start_control_plane(&self) {
+        if self.node.control_plane.get().is_none() {
+            let control_plane =
+                ControlPlane::start(self.node.config.clone(), self.node.metadata.clone());
+            if let Err(extra) = self.node.control_plane.set(control_plane) {
+                extra.kill();
+            }
+        }
+    }
+
+    /// The metadata-quorum member this broker runs, if any.
+    pub fn quorum(&self) -> Option<&RaftQuorum> {
+        self.quorum.as_ref()
+    }
+
+    /// The node (for in-process tests: its metadata client and control plane).
+    pub fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
+
     /// Binds the listeners of `config` and starts serving.
     pub async fn start(config: NodeConfig, metadata: MetadataClient) -> Result<Broker, StartError> {
         let listeners = BoundListeners::bind(&config).await?;
@@ -183,6 +253,7 @@ impl Broker {
             started: Instant::now(),
             metadata,
             controller_epoch: AtomicU32::new(0),
+            control_plane: std::sync::OnceLock::new(),
             partitions: partitions::Partitions::default(),
             fetchers: fetcher::Fetchers::default(),
             shutdown,
@@ -214,6 +285,7 @@ impl Broker {
             client_addr,
             replication_addr,
             tasks,
+            quorum: None,
         })
     }
 
@@ -232,6 +304,11 @@ impl Broker {
     /// Graceful stop: refuse new connections, let in-flight requests finish (bounded),
     /// stop fetching, checkpoint every high watermark, close every log.
     pub async fn shutdown(mut self) {
+        // The control plane first: closing the session deregisters this broker at once,
+        // so the controller moves leadership away without waiting for the session TTL.
+        if let Some(control_plane) = self.node.control_plane.get() {
+            control_plane.shutdown().await;
+        }
         let _ = self.node.shutdown.send(true);
         let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
         for task in &mut self.tasks {
@@ -240,13 +317,19 @@ impl Broker {
             }
         }
         self.node.partitions.close_all(true);
+        if let Some(quorum) = self.quorum.take() {
+            quorum.shutdown().await;
+        }
         tracing::info!(broker = self.node.broker_id(), "broker stopped");
     }
 
     /// Abrupt stop, as close to `kill -9` as a process can do to a part of itself: no
     /// checkpoints, in-flight requests dropped. What was appended stays (it reached the
     /// OS with every append, as after a real kill).
-    pub async fn kill(self) {
+    pub async fn kill(mut self) {
+        if let Some(control_plane) = self.node.control_plane.get() {
+            control_plane.kill();
+        }
         let _ = self.node.shutdown.send(true);
         for task in &self.tasks {
             task.abort();
@@ -255,6 +338,9 @@ impl Broker {
             let _ = task.await;
         }
         self.node.partitions.close_all(false);
+        if let Some(quorum) = self.quorum.take() {
+            quorum.kill().await;
+        }
         tracing::info!(broker = self.node.broker_id(), "broker killed");
     }
 }

@@ -353,10 +353,8 @@ impl Node {
                 "unexpected reply to a set: {other:?}"
             ))),
             Err(QuorumError::Store(StoreError::BadVersion { actual, .. })) => {
-                Err(MetadataError::VersionConflict {
-                    expected: expected_version,
-                    actual: Some(actual),
-                })
+                self.resolve_version_conflict(tp, state, expected_version, actual)
+                    .await
             }
             Err(QuorumError::Store(StoreError::NoNode { .. })) => {
                 Err(MetadataError::VersionConflict {
@@ -365,6 +363,62 @@ impl Node {
                 })
             }
             Err(error) => Err(MetadataError::Unavailable(error.to_string())),
+        }
+    }
+
+    /// A conditional ISR write found another version in the store. Two causes are our
+    /// own earlier attempt, whose answer was lost (the quorum leader died after
+    /// committing it):
+    /// - the store holds exactly what we meant to write, one version on: the write
+    ///   happened (Kafka's `checkLeaderAndIsrZkData`, KAFKA-1382);
+    /// - the store holds another ISR of ours at our leader epoch: only this leader writes
+    ///   at its epoch (every controller write bumps it), so that version is our lost
+    ///   attempt, which we never acted on; we write our current ISR over it, once.
+    ///
+    /// Anything else (a controller moved the partition on) is a real conflict.
+    async fn resolve_version_conflict(
+        &self,
+        tp: &TopicPartition,
+        state: &PartitionState,
+        expected_version: StateVersion,
+        actual: StateVersion,
+    ) -> Result<StateVersion, MetadataError> {
+        let conflict = MetadataError::VersionConflict {
+            expected: expected_version,
+            actual: Some(actual),
+        };
+        let stored = match self
+            .metadata
+            .read_linearizable(|s| layout::partition_state(s, tp))
+            .await
+        {
+            Ok(Ok(Some(stored))) => stored,
+            _ => return Err(conflict),
+        };
+        if stored.state == *state && stored.version == expected_version + 1 {
+            return Ok(stored.version);
+        }
+        let ours = stored.state.leader == state.leader
+            && stored.state.leader_epoch == state.leader_epoch
+            && stored.state.replicas == state.replicas;
+        if !ours {
+            return Err(conflict);
+        }
+        tracing::info!(
+            broker = self.broker_id(),
+            partition = ?tp,
+            stored = ?stored.state.isr,
+            version = stored.version,
+            "a lost ISR write of ours is in the store; writing over it"
+        );
+        let command = Command::Op(Op::Set {
+            path: layout::partition_state_path(tp),
+            data: layout::encode(state),
+            expected_version: Some(stored.version),
+        });
+        match self.metadata.propose(command).await {
+            Ok(Reply::Op(OpReply::Set { version })) => Ok(version),
+            _ => Err(conflict),
         }
     }
 

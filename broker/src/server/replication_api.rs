@@ -43,6 +43,7 @@ pub fn router(node: Arc<Node>) -> Router {
             post(offsets_for_leader_epoch),
         )
         .route("/v1/replication/list-offsets", post(list_offsets))
+        .merge(super::admin_api::controller_routes())
         .with_state(node)
 }
 

@@ -40,7 +40,7 @@
 //! part-way leaves a prefix of the old log, never a log with a hole.
 
 mod checkpoint;
-mod crc;
+pub(crate) mod crc;
 mod flush;
 mod frame;
 mod segment;

@@ -1,0 +1,105 @@
+//! The metadata listener's HTTP API (axum, JSON bodies, all `POST`):
+//!
+//! | path | body | answer |
+//! |---|---|---|
+//! | `/raft/append` | openraft `AppendEntriesRequest` | `Result<AppendEntriesResponse, RaftError>` |
+//! | `/raft/vote` | `VoteRequest` | `Result<VoteResponse, RaftError>` |
+//! | `/raft/snapshot` | `InstallSnapshotRequest` (one chunk) | `Result<InstallSnapshotResponse, RaftError>` |
+//! | `/v1/quorum/propose` | a [`Command`] | [`ProposeAnswer`] |
+//! | `/v1/quorum/read-index` | none | [`ReadIndexAnswer`] |
+//!
+//! The two client calls are answered by this node only: a leader proposes (or confirms
+//! its lead for a read index), any other node says who leads. Forwarding and retrying
+//! are the caller's ([`super::node::RaftNode`]).
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+
+use super::node::RaftNode;
+use super::types::{NodeId, TypeConfig};
+use crate::metadata::{Command, LogIndex, Reply, StoreError};
+
+pub(super) const APPEND_PATH: &str = "/raft/append";
+pub(super) const VOTE_PATH: &str = "/raft/vote";
+pub(super) const SNAPSHOT_PATH: &str = "/raft/snapshot";
+pub(super) const PROPOSE_PATH: &str = "/v1/quorum/propose";
+pub(super) const READ_INDEX_PATH: &str = "/v1/quorum/read-index";
+
+/// Snapshot chunks (1 MiB of bytes, a JSON array of numbers) and append batches fit.
+const MAX_BODY_BYTES: usize = 64 << 20;
+
+/// A node's answer to a proposal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum ProposeAnswer {
+    /// Committed and applied: the store's reply or refusal.
+    Applied(Result<Reply, StoreError>),
+    /// Not proposed here: this node does not lead (`leader` is who does, if known). The
+    /// command was not applied and may be sent again.
+    NotLeader { leader: Option<NodeId> },
+    /// Proposed, outcome unknown (no commit within the bound, or the node stopping).
+    Unavailable(String),
+}
+
+/// A node's answer to a read-index request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) enum ReadIndexAnswer {
+    /// The leader confirmed its lead with a quorum: reads must wait for this index.
+    Index(LogIndex),
+    NotLeader {
+        leader: Option<NodeId>,
+    },
+    Unavailable(String),
+}
+
+/// The routes, over `node`.
+pub(super) fn router(node: Arc<RaftNode>) -> Router {
+    Router::new()
+        .route(APPEND_PATH, post(append))
+        .route(VOTE_PATH, post(vote))
+        .route(SNAPSHOT_PATH, post(snapshot))
+        .route(PROPOSE_PATH, post(propose))
+        .route(READ_INDEX_PATH, post(read_index))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(node)
+}
+
+async fn append(
+    State(node): State<Arc<RaftNode>>,
+    Json(rpc): Json<AppendEntriesRequest<TypeConfig>>,
+) -> Json<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> {
+    Json(node.raft.append_entries(rpc).await)
+}
+
+async fn vote(
+    State(node): State<Arc<RaftNode>>,
+    Json(rpc): Json<VoteRequest<NodeId>>,
+) -> Json<Result<VoteResponse<NodeId>, RaftError<NodeId>>> {
+    Json(node.raft.vote(rpc).await)
+}
+
+async fn snapshot(
+    State(node): State<Arc<RaftNode>>,
+    Json(rpc): Json<InstallSnapshotRequest<TypeConfig>>,
+) -> Json<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>> {
+    Json(node.raft.install_snapshot(rpc).await)
+}
+
+async fn propose(
+    State(node): State<Arc<RaftNode>>,
+    Json(command): Json<Command>,
+) -> Json<ProposeAnswer> {
+    Json(node.propose_here(command).await)
+}
+
+async fn read_index(State(node): State<Arc<RaftNode>>) -> Json<ReadIndexAnswer> {
+    Json(node.read_index_here().await)
+}
