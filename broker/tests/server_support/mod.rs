@@ -30,6 +30,8 @@ pub struct TestCluster {
     pub metadata: MetadataClient,
     /// Each broker's link to the quorum, to cut it off.
     pub links: BTreeMap<BrokerId, LocalLink>,
+    /// Brokers that run their own control plane.
+    control_planes: std::collections::BTreeSet<BrokerId>,
     root: PathBuf,
     pub configs: BTreeMap<BrokerId, NodeConfig>,
     brokers: BTreeMap<BrokerId, Broker>,
@@ -81,6 +83,7 @@ impl TestCluster {
             quorum,
             metadata,
             links: BTreeMap::new(),
+            control_planes: Default::default(),
             root: root.clone(),
             configs: BTreeMap::new(),
             brokers: BTreeMap::new(),
@@ -115,6 +118,25 @@ impl TestCluster {
             cluster.brokers.insert(id, broker);
         }
         cluster
+    }
+
+    /// Starts broker `id`'s control plane (session, registration, controller) on its
+    /// link to the quorum, instead of the test playing controller; a restart starts it
+    /// again.
+    pub fn start_control_plane(&mut self, id: BrokerId) {
+        self.control_planes.insert(id);
+        if let Some(broker) = self.brokers.get(&id) {
+            broker.start_control_plane();
+        }
+    }
+
+    /// The controller and its epoch, as the quorum holds them.
+    pub fn controller(&self) -> Option<(BrokerId, u32)> {
+        self.metadata.read_local(|state, _| {
+            let id = layout::controller(state).ok().flatten()?;
+            let (epoch, _) = layout::controller_epoch(state).ok()?;
+            Some((id, epoch))
+        })
     }
 
     pub fn is_up(&self, id: BrokerId) -> bool {
@@ -163,6 +185,9 @@ impl TestCluster {
         let broker = Broker::start_on(config, client, listeners)
             .await
             .expect("restart broker");
+        if self.control_planes.contains(&id) {
+            broker.start_control_plane();
+        }
         self.brokers.insert(id, broker);
     }
 
