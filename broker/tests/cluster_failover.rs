@@ -102,6 +102,7 @@ async fn a_killed_partition_leader_is_replaced_and_no_acknowledged_write_is_lost
         "the writer got few acknowledgements: {acked:?}"
     );
     let cluster = cluster.read().await;
+    cluster.wait_caught_up("events", 4, READY).await;
     let committed = as_numbers(&cluster.committed_values("events", partition).await);
     let lost: Vec<u64> = acked
         .iter()
@@ -207,6 +208,7 @@ async fn after_kill_9_of_every_node_all_metadata_and_data_are_back() {
         cluster.restart(id);
     }
     cluster.wait_serving("kept", 2, READY).await;
+    cluster.wait_caught_up("kept", 2, READY).await;
     let after = cluster.metadata().await.expect("metadata");
     let replicas = |m: &Value| {
         m["topics"]

@@ -331,6 +331,35 @@ impl ProcessCluster {
         }
     }
 
+    /// Waits until the leader of every partition of `topic` has its high watermark at its
+    /// log end (its followers caught up): after a restart the HW starts from its last
+    /// checkpoint and a read would see only part of the committed records until then.
+    pub async fn wait_caught_up(&self, topic: &str, partitions: u32, timeout: Duration) {
+        wait_until(timeout, "every leader's HW at its log end", || async {
+            for p in 0..partitions {
+                let Some(leader) = self.leader(topic, p).await else {
+                    return false;
+                };
+                let Some((200, body)) = self.get(leader, "/v1/debug/replicas").await else {
+                    return false;
+                };
+                let caught_up = body["replicas"].as_array().is_some_and(|rs| {
+                    rs.iter().any(|r| {
+                        r["topic"] == json!(topic)
+                            && r["partition"] == json!(p)
+                            && r["role"] == json!("leader")
+                            && r["high_watermark"] == r["log_end_offset"]
+                    })
+                });
+                if !caught_up {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
     /// Every committed value of the partition, read from its leader from offset 0.
     pub async fn committed_values(&self, topic: &str, partition: u32) -> Vec<Value> {
         let mut values = Vec::new();
