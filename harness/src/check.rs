@@ -227,11 +227,33 @@ fn release_in_background(history: History) {
     drop(spawned);
 }
 
+/// Checker results measured while a test ran rather than derived from its history (the
+/// availability probe of `harness test`): a re-check of a run folder keeps them from the
+/// folder's `results.json`, so that it gives the same verdict.
+const LIVE_CHECKERS: &[&str] = &["availability"];
+
+fn keep_live_results(previous: &Path, results: &mut Results) {
+    let Ok(text) = std::fs::read_to_string(previous) else {
+        return;
+    };
+    let Ok(previous) = serde_json::from_str::<Results>(&text) else {
+        return;
+    };
+    for name in LIVE_CHECKERS {
+        if let Some(kept) = previous.checkers.get(*name) {
+            results.add(name, kept.verdict, &kept.report);
+        }
+    }
+}
+
 /// Runs `harness check`; returns the exit code.
 pub fn run(args: &CheckArgs) -> Result<i32> {
     let settings = CheckSettings::from_args(args)?;
     if let [path] = args.files.as_slice() {
-        let outcome = check_file(path, &settings)?;
+        let mut outcome = check_file(path, &settings)?;
+        if path.is_dir() {
+            keep_live_results(&path.join("results.json"), &mut outcome.results);
+        }
         print_summary(&outcome);
         if path.is_dir() {
             write_json(&path.join("results.json"), &outcome.results)?;
@@ -337,7 +359,7 @@ fn check_many(files: &[PathBuf], settings: &CheckSettings, json: Option<&Path>) 
     Ok(exit_code)
 }
 
-fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value).context("serializing results")?;
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
@@ -345,7 +367,7 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 /// How many instances of one anomaly kind the terminal summary shows.
 const SHOWN_PER_KIND: usize = 5;
 
-fn print_summary(outcome: &FileOutcome) {
+pub(crate) fn print_summary(outcome: &FileOutcome) {
     println!(
         "history: {} ({}, {} ops)",
         outcome.path.display(),

@@ -20,10 +20,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a test: a broker cluster, concurrent clients, a recorded history, a verdict.
+    Test(TestArgs),
     /// Check stored histories offline: our JSONL, Jepsen EDN, or Porcupine's formats.
     Check(CheckArgs),
     /// Write a history as Jepsen EDN, for Knossos or Elle.
     Export(ExportArgs),
+    /// Remove what crashed runs left behind: namespaces, bridges, routes, rules, daemons
+    /// (needs root).
+    Clean,
 }
 
 #[derive(Debug, Args)]
@@ -88,4 +93,71 @@ fn parse_format(name: &str) -> Result<Format, String> {
 
 fn parse_model(name: &str) -> Result<CheckModel, String> {
     CheckModel::parse(name).map_err(|e| e.to_string())
+}
+
+/// `harness test`: one test against a fresh broker cluster.
+#[derive(Debug, Clone, Args)]
+pub struct TestArgs {
+    /// Broker nodes.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub nodes: u32,
+
+    /// What the clients do: `log` (appends and reads, checked for lost writes and
+    /// ordering) or `register` (one value per partition, checked for linearizability).
+    #[arg(long, default_value = "log", value_name = "log|register")]
+    pub workload: crate::workload::WorkloadKind,
+
+    /// Faults to inject; `none` (faults arrive with the nemesis).
+    #[arg(long, default_value = "none", value_name = "LIST|none")]
+    pub nemesis: String,
+
+    /// Seconds the clients run.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub time_limit: f64,
+
+    /// Client workers.
+    #[arg(long, default_value_t = 10)]
+    pub concurrency: usize,
+
+    /// Operations per second over all workers (0: as fast as they go).
+    #[arg(long, default_value_t = 500.0, value_name = "OPS")]
+    pub rate: f64,
+
+    /// Partitions of the test topic; each is a key of the history.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub partitions: u32,
+
+    /// Replicas per partition (at most --nodes).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub replication_factor: u32,
+
+    /// All randomness comes from it; printed and stored (random when not given).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Turn on a historical bug in every broker (KAFKA-7128, KAFKA-7040, KAFKA-1561,
+    /// KAFKA-3083, KAFKA-2143); repeatable.
+    #[arg(long = "bug", value_name = "JIRA")]
+    pub bugs: Vec<String>,
+
+    /// A node.toml setting for every broker, `KEY=VALUE`; dotted keys name tables
+    /// (`metadata.session_timeout_ms=3000`); repeatable.
+    #[arg(long = "broker-config", value_name = "KEY=VALUE")]
+    pub broker_config: Vec<String>,
+
+    /// Where runs are stored: `<store>/<name>/<time>/`.
+    #[arg(long, default_value = "store", value_name = "DIR")]
+    pub store: PathBuf,
+
+    /// The run's name in the store (default: the workload's name).
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// Where the nodes live: `netns` (network namespaces on this machine; root).
+    #[arg(long, default_value = "netns", value_name = "netns")]
+    pub backend: String,
+
+    /// A broker binary to run instead of building this workspace's (with failpoints).
+    #[arg(long, value_name = "PATH")]
+    pub broker_bin: Option<PathBuf>,
 }

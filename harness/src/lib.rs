@@ -3,13 +3,24 @@
 //! - [`cli`]: the command line as plain data.
 //! - [`check`]: `harness check`, offline checking of stored histories.
 //! - [`export`]: `harness export`, a history as Jepsen EDN for Knossos/Elle.
+//! - [`backend`]: where a test's nodes live (the `Backend` trait, the netns backend).
+//! - [`clean`]: `harness clean`, removing what crashed runs left behind.
+//! - [`cluster`]: the brokers of a test: binary, `node.toml`s, start, stop, logs.
+//! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder.
 //!
 //! Architecture invariant: judging lives in `checkers`, formats in `history`; this crate
 //! wires them to files, the terminal and exit codes.
 
+pub mod backend;
 pub mod check;
+pub mod clean;
 pub mod cli;
+pub mod cluster;
 pub mod export;
+pub mod generator;
+pub mod recorder;
+pub mod test_run;
+pub mod workload;
 
 /// Exit code for an error of the harness itself (bad input, unreadable file, ...).
 pub const EXIT_TOOL_ERROR: i32 = 3;

@@ -30,6 +30,8 @@ fn main() {
     let outcome = match cli.command {
         Command::Check(args) => harness::check::run(&args),
         Command::Export(args) => harness::export::run(&args),
+        Command::Clean => harness::clean::run(),
+        Command::Test(args) => harness::test_run::run(&args),
     };
     match outcome {
         Ok(code) => std::process::exit(code),

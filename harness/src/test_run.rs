@@ -1,0 +1,562 @@
+//! `harness test`: one test, start to verdict (DESIGN.md §3).
+//!
+//! Phases: build (or take) the broker → create the run folder and `test.json` → set up
+//! the nodes (backend) → start the brokers and wait until the cluster serves → run the
+//! workload, streaming `history.jsonl` → heal → wait for recovery → availability probe
+//! (every partition must accept a write within [`AVAILABILITY_BOUND`]) → final reads →
+//! stop the brokers, collect their logs → check → `results.json`, a summary, and the last
+//! two lines `run: <folder>` and `verdict: <verdict>`.
+//!
+//! The backend is torn down whatever happens (error, panic, Ctrl-C: the netns backend's
+//! guard and signal handler), so nothing is left on the host.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use checkers::{Results, Verdict};
+use history::Outcome;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::backend::netns::{self, NetnsBackend};
+use crate::backend::Backend;
+use crate::check::{self, CheckModel, CheckSettings};
+use crate::cli::TestArgs;
+use crate::cluster::{self, Cluster, ClusterSpec};
+use crate::recorder::Recorder;
+use crate::workload::client::BrokerClient;
+use crate::workload::{self, Target, WorkloadKind, WorkloadOptions};
+
+/// The topic every test writes to.
+pub const TOPIC: &str = "jepsen";
+/// How long the cluster may take to form and serve the topic.
+const SERVING_TIMEOUT: Duration = Duration::from_secs(90);
+/// After the heal, every partition must accept an acks=all write within this.
+pub const AVAILABILITY_BOUND: Duration = Duration::from_secs(30);
+/// How long the final reads may take.
+const FINAL_READS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `harness test`; returns the exit code (0 valid, 1 invalid, 2 unknown).
+pub fn run(args: &TestArgs) -> Result<i32> {
+    validate(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run_test(args))
+}
+
+fn validate(args: &TestArgs) -> Result<()> {
+    if args.backend != "netns" {
+        bail!(
+            "--backend {:?}: only `netns` exists so far (the ssh backend comes with its issue)",
+            args.backend
+        );
+    }
+    if args.nemesis != "none" {
+        bail!(
+            "--nemesis {:?}: only `none` exists so far (faults come with the nemesis issue)",
+            args.nemesis
+        );
+    }
+    if args.replication_factor > args.nodes {
+        bail!(
+            "--replication-factor {} is more than the {} nodes",
+            args.replication_factor,
+            args.nodes
+        );
+    }
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
+        bail!("--time-limit must be a positive number of seconds");
+    }
+    if args.concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
+    if !(args.rate.is_finite() && args.rate >= 0.0) {
+        bail!("--rate must be 0 (unlimited) or a positive number of operations per second");
+    }
+    if let Some(name) = &args.name {
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            bail!("--name {name:?} must be a plain folder name");
+        }
+    }
+    let mut table = toml::Table::new();
+    for setting in &args.broker_config {
+        cluster::apply_setting(&mut table, setting)?;
+    }
+    Ok(())
+}
+
+/// What `test.json` records: every option, the seed, how to run it again.
+#[derive(Debug, Serialize)]
+struct TestRecord<'a> {
+    name: &'a str,
+    command: String,
+    seed: u64,
+    nodes: u32,
+    workload: String,
+    nemesis: &'a str,
+    time_limit_secs: f64,
+    concurrency: usize,
+    rate: f64,
+    partitions: u32,
+    replication_factor: u32,
+    bugs: &'a [String],
+    broker_config: &'a [String],
+    backend: &'a str,
+    broker_bin: String,
+    topic: &'static str,
+    harness_version: &'static str,
+    started: String,
+}
+
+/// Figures of the run, kept in `test.json`'s sibling `stats.json`.
+#[derive(Debug, Default, Serialize)]
+struct RunStats {
+    serving_secs: f64,
+    workload_secs: f64,
+    ops: u64,
+    ok: u64,
+    fail: u64,
+    info: u64,
+    ops_per_sec: f64,
+    recovery_secs: f64,
+    availability: Vec<PartitionAvailability>,
+    final_reads_complete: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct PartitionAvailability {
+    partition: u32,
+    /// Seconds from the start of the probe to the first acknowledged write.
+    first_write_secs: Option<f64>,
+    last_error: Option<String>,
+}
+
+async fn run_test(args: &TestArgs) -> Result<i32> {
+    let seed = args.seed.unwrap_or_else(random_seed);
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| args.workload.to_string());
+    let broker_bin = match &args.broker_bin {
+        Some(path) => {
+            if !path.is_file() {
+                bail!("--broker-bin {}: no such file", path.display());
+            }
+            path.canonicalize()
+                .with_context(|| format!("--broker-bin {}", path.display()))?
+        }
+        None => {
+            eprintln!("building the broker (cargo build -p broker --features failpoints)...");
+            cluster::build_broker()?
+        }
+    };
+    let run_dir = create_run_dir(&args.store, &name)?;
+    let record = TestRecord {
+        name: &name,
+        command: reproduce_command(args, seed),
+        seed,
+        nodes: args.nodes,
+        workload: args.workload.to_string(),
+        nemesis: &args.nemesis,
+        time_limit_secs: args.time_limit,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        partitions: args.partitions,
+        replication_factor: args.replication_factor,
+        bugs: &args.bugs,
+        broker_config: &args.broker_config,
+        backend: &args.backend,
+        broker_bin: broker_bin.display().to_string(),
+        topic: TOPIC,
+        harness_version: env!("CARGO_PKG_VERSION"),
+        started: chrono::Local::now().to_rfc3339(),
+    };
+    check::write_json(&run_dir.join("test.json"), &record)?;
+    println!("seed: {seed}");
+    println!("run folder: {}", run_dir.display());
+
+    netns::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
+    let backend: Arc<NetnsBackend> = Arc::new(
+        NetnsBackend::start(args.nodes as usize)
+            .await
+            .context("cannot set up the nodes")?,
+    );
+    let dyn_backend: Arc<dyn Backend> = backend.clone();
+    let outcome = run_phases(args, seed, &run_dir, broker_bin, dyn_backend).await;
+    let teardown = backend.teardown().await;
+    let stats = outcome?;
+    teardown.context("tearing down the nodes")?;
+    check::write_json(&run_dir.join("stats.json"), &stats)?;
+
+    // Judge the history.
+    let settings = CheckSettings {
+        format: Some(history::Format::Jsonl),
+        model: Some(match args.workload {
+            WorkloadKind::Log => CheckModel::Log,
+            WorkloadKind::Register => CheckModel::Linear(checkers::linear::ModelKind::Register),
+        }),
+        init: None,
+        independent: false,
+        time_limit: Duration::from_secs(300),
+        memory_budget_bytes: 4 << 30,
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut outcome = check::check_file(&run_dir, &settings)?;
+    add_availability(&mut outcome.results, &stats.availability);
+    check::write_json(&run_dir.join("results.json"), &outcome.results)?;
+    update_latest(&args.store, &name, &run_dir);
+    check::print_summary(&outcome);
+    print_availability(&stats);
+    println!(
+        "{} ops in {:.1} s ({:.0} ops/s): {} ok, {} fail, {} info; cluster serving after {:.2} s",
+        stats.ops,
+        stats.workload_secs,
+        stats.ops_per_sec,
+        stats.ok,
+        stats.fail,
+        stats.info,
+        stats.serving_secs
+    );
+    println!("run: {}", run_dir.display());
+    println!("verdict: {}", outcome.results.verdict.as_str());
+    Ok(outcome.results.verdict.exit_code())
+}
+
+async fn run_phases(
+    args: &TestArgs,
+    seed: u64,
+    run_dir: &Path,
+    broker_bin: PathBuf,
+    backend: Arc<dyn Backend>,
+) -> Result<RunStats> {
+    let mut stats = RunStats::default();
+    let nodes_dir = run_dir.join("nodes");
+    let spec = ClusterSpec {
+        broker_bin,
+        bugs: args.bugs.clone(),
+        settings: args.broker_config.clone(),
+        root: nodes_dir.clone(),
+    };
+    let mut cluster = Cluster::new(backend.clone(), spec)?;
+    let started = Instant::now();
+    let result = async {
+        cluster.start().await?;
+        cluster.wait_formed(SERVING_TIMEOUT).await?;
+        cluster
+            .create_topic(
+                TOPIC,
+                args.partitions,
+                args.replication_factor,
+                SERVING_TIMEOUT,
+            )
+            .await?;
+        stats.serving_secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "cluster of {} nodes serving {} partitions after {:.2} s",
+            args.nodes, args.partitions, stats.serving_secs
+        );
+        let target = cluster.target(TOPIC, args.partitions);
+        let recorder = Recorder::create(&run_dir.join("history.jsonl"))?;
+        let mut options = WorkloadOptions::new(args.workload, seed);
+        options.concurrency = args.concurrency;
+        options.rate = args.rate;
+        options.time_limit = Duration::from_secs_f64(args.time_limit);
+
+        let progress = spawn_progress(&recorder, options.time_limit);
+        let (_stopper, stop) = workload::stop_signal();
+        let ran = workload::run_workload(&target, &options, &recorder, &stop).await;
+        progress.finish_and_clear();
+        let ran = ran?;
+        stats.workload_secs = ran.elapsed.as_secs_f64();
+        stats.ops = ran.ops;
+        stats.ok = ran.ok;
+        stats.fail = ran.fail;
+        stats.info = ran.info;
+        stats.ops_per_sec = ran.ops as f64 / stats.workload_secs.max(1e-9);
+
+        // Heal, then wait for the cluster to recover before judging availability.
+        backend.heal().await?;
+        let recovery = Instant::now();
+        wait_recovered(&cluster, args.partitions, SERVING_TIMEOUT).await;
+        stats.recovery_secs = recovery.elapsed().as_secs_f64();
+        stats.availability = probe_availability(&target, &options, &recorder).await?;
+        let finals =
+            workload::final_reads(&target, &options, &recorder, FINAL_READS_TIMEOUT).await?;
+        stats.final_reads_complete = finals.complete();
+        recorder.finish()?;
+        anyhow::Ok(())
+    }
+    .await;
+    // Stop the brokers and keep their logs whatever happened above.
+    let stopped = cluster.stop(Duration::from_secs(10)).await;
+    for problem in cluster.collect_logs(&nodes_dir).await {
+        eprintln!("warning: collecting logs: {problem}");
+    }
+    result?;
+    stopped?;
+    Ok(stats)
+}
+
+/// Waits (up to `timeout`) until every partition has a serving leader whose HW has
+/// reached its log end: a leader elected or restarted during the run starts from a
+/// stale HW, and reads before its followers caught up would see less than is committed.
+async fn wait_recovered(cluster: &Cluster, partitions: u32, timeout: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if cluster.all_partitions_led(TOPIC, partitions).await
+            && cluster.leaders_caught_up(TOPIC, partitions).await
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("warning: the cluster did not fully recover within {timeout:?}");
+}
+
+/// After the heal, an acks=all write to every partition, retried until one is
+/// acknowledged or [`AVAILABILITY_BOUND`] passes; recorded like any other write (values
+/// negative, so they never collide with the workers').
+async fn probe_availability(
+    target: &Target,
+    options: &WorkloadOptions,
+    recorder: &Recorder,
+) -> Result<Vec<PartitionAvailability>> {
+    let target = Arc::new(target.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    for partition in 0..target.partitions {
+        let mut client = BrokerClient::new(
+            Arc::clone(&target),
+            options.request_timeout,
+            partition as usize,
+        )?;
+        let recorder = recorder.clone();
+        let f = match options.workload {
+            WorkloadKind::Log => "append",
+            WorkloadKind::Register => "write",
+        };
+        let partitions = i64::from(target.partitions);
+        tasks.spawn(async move {
+            let start = Instant::now();
+            let mut process = recorder.reserve_process();
+            let key = client.target().key(partition);
+            let mut last_error = None;
+            let mut attempt: i64 = 0;
+            while start.elapsed() < AVAILABILITY_BOUND {
+                let value = -1 - (i64::from(partition) + attempt * partitions);
+                attempt += 1;
+                let node = client.route(partition).await;
+                let node_name = client.target().nodes.get(node).map(|n| n.name.clone());
+                let invocation = recorder.invoke(
+                    process,
+                    f,
+                    json!({"key": key, "value": value}),
+                    node_name.as_deref(),
+                )?;
+                match client.produce(node, partition, &json!(value)).await {
+                    Ok(offset) => {
+                        let mut done = json!({"key": key, "value": value});
+                        if f == "append" {
+                            done["offset"] = json!(offset);
+                        }
+                        recorder.complete(invocation, Outcome::Ok, done, None)?;
+                        return Ok(PartitionAvailability {
+                            partition,
+                            first_write_secs: Some(start.elapsed().as_secs_f64()),
+                            last_error: None,
+                        });
+                    }
+                    Err(error) => {
+                        let outcome = error.write_outcome();
+                        recorder.complete(
+                            invocation,
+                            outcome,
+                            json!({"key": key, "value": value}),
+                            Some(error.code()),
+                        )?;
+                        if outcome == Outcome::Info {
+                            process = recorder.reserve_process();
+                        }
+                        last_error = Some(error.code());
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+            Ok::<_, anyhow::Error>(PartitionAvailability {
+                partition,
+                first_write_secs: None,
+                last_error,
+            })
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        results.push(joined.context("availability probe task")??);
+    }
+    results.sort_by_key(|p| p.partition);
+    Ok(results)
+}
+
+/// The availability checker: `invalid` (`unavailable-after-heal`) if a partition
+/// accepted no write within the bound after the final heal.
+fn add_availability(results: &mut Results, availability: &[PartitionAvailability]) {
+    let unavailable: Vec<&PartitionAvailability> = availability
+        .iter()
+        .filter(|p| p.first_write_secs.is_none())
+        .collect();
+    let verdict = if unavailable.is_empty() {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    let anomalies: Vec<Value> = unavailable
+        .iter()
+        .map(|p| {
+            json!({
+                "kind": "unavailable-after-heal",
+                "partition": p.partition,
+                "explanation": format!(
+                    "partition {} accepted no acks=all write within {} s after the final heal (last error: {})",
+                    p.partition,
+                    AVAILABILITY_BOUND.as_secs(),
+                    p.last_error.as_deref().unwrap_or("none")
+                ),
+            })
+        })
+        .collect();
+    results.add(
+        "availability",
+        verdict,
+        &json!({
+            "bound_secs": AVAILABILITY_BOUND.as_secs(),
+            "partitions": availability,
+            "anomalies": anomalies,
+        }),
+    );
+}
+
+fn print_availability(stats: &RunStats) {
+    let slowest = stats
+        .availability
+        .iter()
+        .filter_map(|p| p.first_write_secs)
+        .fold(0.0_f64, f64::max);
+    let down: Vec<String> = stats
+        .availability
+        .iter()
+        .filter(|p| p.first_write_secs.is_none())
+        .map(|p| p.partition.to_string())
+        .collect();
+    if down.is_empty() {
+        println!(
+            "availability: every partition accepted a write after the heal (slowest {slowest:.2} s)"
+        );
+    } else {
+        println!(
+            "availability: unavailable-after-heal on partitions {}",
+            down.join(", ")
+        );
+    }
+    if !stats.final_reads_complete {
+        println!("warning: the final reads did not reach the end of every partition");
+    }
+}
+
+/// A progress bar with the elapsed time and the ok/fail/info counts.
+fn spawn_progress(recorder: &Recorder, limit: Duration) -> ProgressBar {
+    let bar = ProgressBar::new(limit.as_secs().max(1));
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} s  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let recorder = recorder.clone();
+    let ticker = bar.clone();
+    tokio::spawn(async move {
+        let start = Instant::now();
+        while !ticker.is_finished() {
+            let counts = recorder.counts().total();
+            ticker.set_position(start.elapsed().as_secs().min(ticker.length().unwrap_or(0)));
+            ticker.set_message(format!(
+                "{} ops: {} ok, {} fail, {} info",
+                counts.invoked, counts.ok, counts.fail, counts.info
+            ));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    bar
+}
+
+/// `<store>/<name>/<YYYYMMDDTHHMMSS>/`, suffixed if that exists already.
+fn create_run_dir(store: &Path, name: &str) -> Result<PathBuf> {
+    let stamp = chrono::Local::now().format("%Y%m%dT%H%M%S").to_string();
+    let base = store.join(name);
+    std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
+    for n in 0..1000 {
+        let candidate = if n == 0 {
+            base.join(&stamp)
+        } else {
+            base.join(format!("{stamp}-{n}"))
+        };
+        match std::fs::create_dir(&candidate) {
+            Ok(()) => {
+                return candidate
+                    .canonicalize()
+                    .with_context(|| format!("cannot resolve {}", candidate.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot create {}", candidate.display()))
+            }
+        }
+    }
+    bail!(
+        "cannot find a free run folder name under {}",
+        base.display()
+    )
+}
+
+/// Points `<store>/<name>/latest` and `<store>/latest` at the run.
+fn update_latest(store: &Path, name: &str, run_dir: &Path) {
+    for link in [store.join(name).join("latest"), store.join("latest")] {
+        let _ = std::fs::remove_file(&link);
+        if let Err(e) = std::os::unix::fs::symlink(run_dir, &link) {
+            eprintln!("warning: cannot link {}: {e}", link.display());
+        }
+    }
+}
+
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut rng = checkers::log::simulate::SplitMix64::new(nanos ^ u64::from(std::process::id()));
+    rng.next_u64() >> 1
+}
+
+/// The command line that runs the same test again.
+fn reproduce_command(args: &TestArgs, seed: u64) -> String {
+    let mut parts = vec![
+        "harness test".to_string(),
+        format!("--nodes {}", args.nodes),
+        format!("--workload {}", args.workload),
+        format!("--nemesis {}", args.nemesis),
+        format!("--time-limit {}", args.time_limit),
+        format!("--concurrency {}", args.concurrency),
+        format!("--rate {}", args.rate),
+        format!("--partitions {}", args.partitions),
+        format!("--replication-factor {}", args.replication_factor),
+        format!("--seed {seed}"),
+    ];
+    parts.extend(args.bugs.iter().map(|b| format!("--bug {b}")));
+    parts.extend(
+        args.broker_config
+            .iter()
+            .map(|c| format!("--broker-config {c}")),
+    );
+    parts.join(" ")
+}
