@@ -19,7 +19,7 @@ use serde_json::json;
 use server_support::{wait_until, TestCluster};
 
 const WAIT: Duration = Duration::from_secs(30);
-const LAG_MS: u64 = 1500;
+const LAG_MS: u64 = 2500;
 
 fn settings(bug: bool) -> String {
     format!(
@@ -103,6 +103,19 @@ async fn kafka_3083(bug: bool) {
     })
     .await;
 
+    // ... and has told the leader (its failover LeaderAndIsr carries the new epoch).
+    wait_until(
+        WAIT,
+        "the leader to hear from the new controller",
+        || async {
+            cluster
+                .replica(3, &tp)
+                .await
+                .is_some_and(|r| r.controller_epoch == epoch + 1)
+        },
+    )
+    .await;
+
     // 3. Broker 1 is back and its queued write goes past the gate.
     cluster.links[&1].heal();
     drop(gate);
@@ -132,7 +145,7 @@ async fn kafka_3083(bug: bool) {
     let mut acknowledged = 0;
     let mut first_ack = None;
     let mut value = 1;
-    while start.elapsed() < Duration::from_millis(6 * LAG_MS) {
+    while start.elapsed() < Duration::from_millis(4 * LAG_MS) {
         if produce(&cluster, &tp, value).await {
             acknowledged += 1;
             first_ack.get_or_insert(start.elapsed());
