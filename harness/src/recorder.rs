@@ -432,17 +432,33 @@ mod tests {
     use history::{pair, read_history};
     use serde_json::json;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("harness-recorder-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("history.jsonl")
+    /// A scratch folder for one test, removed when the test is done with it.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir()
+                .join(format!("harness-recorder-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("scratch dir");
+            Scratch(dir)
+        }
+
+        fn history(&self) -> PathBuf {
+            self.0.join("history.jsonl")
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]
     fn indices_are_dense_and_times_monotonic_across_threads() {
-        let path = scratch("threads");
+        let scratch = Scratch::new("threads");
+        let path = scratch.history();
         let recorder = Recorder::create(&path).unwrap();
         std::thread::scope(|scope| {
             for t in 0..4u64 {
@@ -481,7 +497,8 @@ mod tests {
 
     #[test]
     fn dropping_the_last_handle_flushes_everything() {
-        let path = scratch("drop");
+        let scratch = Scratch::new("drop");
+        let path = scratch.history();
         // Never flushed by count, and dropped long before the 100 ms flusher fires.
         let recorder = Recorder::create_with(
             &path,
@@ -518,7 +535,8 @@ mod tests {
 
     #[test]
     fn nemesis_entries_are_info_on_both_sides_and_pair() {
-        let path = scratch("nemesis");
+        let scratch = Scratch::new("nemesis");
+        let path = scratch.history();
         let recorder = Recorder::create(&path).unwrap();
         let fault = recorder
             .nemesis_invoke("start-partition", json!({"isolated": ["n2"]}))
@@ -551,7 +569,8 @@ mod tests {
 
     #[test]
     fn finish_is_idempotent_and_stops_recording() {
-        let path = scratch("finish");
+        let scratch = Scratch::new("finish");
+        let path = scratch.history();
         let recorder = Recorder::create(&path).unwrap();
         let inv = recorder
             .invoke(5, "append", json!({"key": "t/0", "value": 1}), None)
@@ -575,7 +594,8 @@ mod tests {
 
     #[test]
     fn create_in_a_missing_directory_names_the_file() {
-        let path = scratch("missing").with_file_name("no/such/dir/history.jsonl");
+        let scratch = Scratch::new("missing");
+        let path = scratch.0.join("no/such/dir/history.jsonl");
         let err = Recorder::create(&path).unwrap_err().to_string();
         assert!(err.contains("history.jsonl"), "{err}");
     }

@@ -413,11 +413,27 @@ impl Drop for FakeCluster {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("harness-workloads-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir.join("history.jsonl")
+/// A scratch folder for one test, removed when the test is done with it.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("harness-workloads-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+
+    fn history(&self) -> PathBuf {
+        self.0.join("history.jsonl")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn options(workload: WorkloadKind, seed: u64) -> WorkloadOptions {
@@ -478,7 +494,8 @@ async fn log_on_a_correct_leader_is_valid_and_shaped_as_designed() {
         3,
     )
     .await;
-    let path = scratch("log-correct");
+    let scratch = Scratch::new("log-correct");
+    let path = scratch.history();
     let history = run(&cluster, &options(WorkloadKind::Log, 1), &path).await;
     let report = check_log(&history).expect("well-formed log history");
     assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.anomalies);
@@ -548,7 +565,8 @@ async fn log_on_a_correct_leader_is_valid_and_shaped_as_designed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_on_a_lossy_leader_shows_the_lost_write() {
     let cluster = FakeCluster::start(Mode::Lossy { lose_produce: 30 }, 3).await;
-    let path = scratch("log-lossy");
+    let scratch = Scratch::new("log-lossy");
+    let path = scratch.history();
     let history = run(&cluster, &options(WorkloadKind::Log, 2), &path).await;
     let report = check_log(&history).expect("well-formed log history");
     assert_eq!(report.verdict, Verdict::Invalid);
@@ -578,7 +596,8 @@ async fn register_on_a_correct_leader_is_linearizable() {
         2,
     )
     .await;
-    let path = scratch("register-correct");
+    let scratch = Scratch::new("register-correct");
+    let path = scratch.history();
     let options = WorkloadOptions {
         ops_per_worker: Some(100),
         ..options(WorkloadKind::Register, 3)
@@ -610,7 +629,8 @@ async fn register_on_a_correct_leader_is_linearizable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_on_a_stale_leader_is_not_linearizable() {
     let cluster = FakeCluster::start(Mode::Stale, 2).await;
-    let path = scratch("register-stale");
+    let scratch = Scratch::new("register-stale");
+    let path = scratch.history();
     let history = run(&cluster, &options(WorkloadKind::Register, 4), &path).await;
     let report = register_check(&history);
     assert_eq!(report.verdict, Verdict::Invalid, "{:?}", report.reason);
@@ -648,7 +668,8 @@ async fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_classified_and_info_moves_the_worker_to_a_new_process() {
     let cluster = FakeCluster::start(Mode::Errors, 3).await;
-    let path = scratch("errors");
+    let scratch = Scratch::new("errors");
+    let path = scratch.history();
     let recorder = Recorder::create(&path).expect("recorder");
     let concurrency = 3;
     let options = WorkloadOptions {
@@ -830,7 +851,8 @@ async fn the_same_seed_gives_the_same_operations_per_worker() {
             3,
         )
         .await;
-        let history = run(&cluster, &options(seed), &scratch(name)).await;
+        let scratch = Scratch::new(name);
+        let history = run(&cluster, &options(seed), &scratch.history()).await;
         runs.push(planned_by_worker(&history, 3));
     }
     assert_eq!(runs[0].len(), 3);
@@ -850,7 +872,8 @@ async fn the_history_reads_back_after_the_recorder_is_dropped_mid_run() {
         2,
     )
     .await;
-    let path = scratch("dropped");
+    let scratch = Scratch::new("dropped");
+    let path = scratch.history();
     let recorder = Recorder::create(&path).expect("recorder");
     let options = WorkloadOptions {
         ops_per_worker: None,
