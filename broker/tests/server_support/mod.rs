@@ -250,25 +250,8 @@ impl TestCluster {
 
     /// A new leader and ISR, with the epoch bumped, written and announced.
     pub async fn elect(&self, tp: &TopicPartition, leader: BrokerId, isr: &[BrokerId]) {
-        let current = self.stored(tp).expect("partition exists");
-        let state = PartitionState {
-            leader: Some(leader),
-            leader_epoch: current.state.leader_epoch + 1,
-            isr: isr.to_vec(),
-            controller_epoch: self.controller_epoch,
-            replicas: current.state.replicas.clone(),
-        };
-        let set = Command::Op(Op::Set {
-            path: layout::partition_state_path(tp),
-            data: layout::encode(&state),
-            expected_version: Some(current.version),
-        });
-        let version = match self.metadata.propose(set).await {
-            Ok(Reply::Op(OpReply::Set { version })) => version,
-            other => panic!("write partition state: {other:?}"),
-        };
-        self.announce(tp, &VersionedState { state, version }, None)
-            .await;
+        let elected = self.write_election(tp, leader, isr).await;
+        self.announce(tp, &elected, None).await;
     }
 
     /// Elects like [`Self::elect`] but tells only the brokers in `to`.
@@ -279,6 +262,20 @@ impl TestCluster {
         isr: &[BrokerId],
         to: &[BrokerId],
     ) {
+        let elected = self.write_election(tp, leader, isr).await;
+        for &id in to {
+            self.announce(tp, &elected, Some(id)).await;
+        }
+    }
+
+    /// Writes a new leader and ISR with the leader epoch bumped, conditionally on the
+    /// stored version, as a controller does.
+    async fn write_election(
+        &self,
+        tp: &TopicPartition,
+        leader: BrokerId,
+        isr: &[BrokerId],
+    ) -> VersionedState {
         let current = self.stored(tp).expect("partition exists");
         let state = PartitionState {
             leader: Some(leader),
@@ -292,20 +289,9 @@ impl TestCluster {
             data: layout::encode(&state),
             expected_version: Some(current.version),
         });
-        let version = match self.metadata.propose(set).await {
-            Ok(Reply::Op(OpReply::Set { version })) => version,
+        match self.metadata.propose(set).await {
+            Ok(Reply::Op(OpReply::Set { version })) => VersionedState { state, version },
             other => panic!("write partition state: {other:?}"),
-        };
-        for &id in to {
-            self.announce(
-                tp,
-                &VersionedState {
-                    state: state.clone(),
-                    version,
-                },
-                Some(id),
-            )
-            .await;
         }
     }
 
