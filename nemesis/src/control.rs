@@ -1,0 +1,107 @@
+//! What the nemesis needs from the outside: a [`ClusterControl`] to act on the nodes and
+//! read their roles, and a [`Journal`] to record its operations. The harness implements
+//! both (on its backend + cluster, and on its history recorder); tests use fakes.
+//!
+//! Both are object safe; async methods return boxed futures polled on tokio.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::grudge::{Grudge, Ports};
+use crate::roles::Roles;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A failed action on the cluster, with a message that says what and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ControlError(pub String);
+
+/// An admin request through the broker's API (nodes by name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum AdminAction {
+    /// `POST /v1/admin/transfer-leader`.
+    TransferLeader {
+        topic: String,
+        partition: u32,
+        to: String,
+    },
+    /// `POST /v1/admin/elect-preferred` for every partition.
+    ElectPreferred,
+    /// `POST /v1/admin/reassign`: the partition's new replica list.
+    Reassign {
+        topic: String,
+        partition: u32,
+        replicas: Vec<String>,
+    },
+}
+
+/// The cluster as the nemesis acts on it. Node names are `n1..nN`.
+pub trait ClusterControl: Send + Sync {
+    /// Every node of the test, in order.
+    fn nodes(&self) -> Vec<String>;
+
+    /// The roles now, from `GET /v1/metadata` of the first node that answers; `None`
+    /// when none does.
+    fn roles(&self) -> BoxFuture<'_, Option<Roles>>;
+
+    /// SIGKILL the node's broker; the pid killed, `None` if it was not running.
+    fn kill<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Result<Option<u32>, ControlError>>;
+
+    /// Start the node's broker (if not running) on its files; with `wipe`, the
+    /// partition data is removed first (the metadata quorum's files are kept: wiping a
+    /// Raft voter's log is not a fault any real system survives). Returns the new pid, or
+    /// the running one.
+    fn start<'a>(&'a self, node: &'a str, wipe: bool) -> BoxFuture<'a, Result<u32, ControlError>>;
+
+    /// SIGSTOP; the pid, `None` if not running.
+    fn pause<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Result<Option<u32>, ControlError>>;
+
+    /// SIGCONT; the pid, `None` if not running.
+    fn resume<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Result<Option<u32>, ControlError>>;
+
+    /// Drop the traffic of `grudge` (only to the given listener's port unless
+    /// [`Ports::All`]), in addition to cuts in place.
+    fn cut<'a>(
+        &'a self,
+        grudge: &'a Grudge,
+        ports: Ports,
+    ) -> BoxFuture<'a, Result<(), ControlError>>;
+
+    /// Remove exactly the cuts an earlier [`ClusterControl::cut`] with the same arguments
+    /// made, leaving other cuts in place.
+    fn uncut<'a>(
+        &'a self,
+        grudge: &'a Grudge,
+        ports: Ports,
+    ) -> BoxFuture<'a, Result<(), ControlError>>;
+
+    /// Remove every cut.
+    fn heal(&self) -> BoxFuture<'_, Result<(), ControlError>>;
+
+    /// An admin request; the broker's JSON answer, or its error.
+    fn admin<'a>(&'a self, action: &'a AdminAction) -> BoxFuture<'a, Result<Value, ControlError>>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot record a nemesis operation: {0}")]
+pub struct JournalError(pub String);
+
+/// The history as the nemesis writes it: `info` operations of process `nemesis`.
+pub trait Journal: Send + Sync {
+    /// Records the start of an operation; returns a token for its completion.
+    fn invoke(&self, f: &str, value: Value) -> Result<u64, JournalError>;
+
+    /// Records its completion: what was done in `value`, `error` if it could not be.
+    fn complete(
+        &self,
+        token: u64,
+        f: &str,
+        value: Value,
+        error: Option<String>,
+    ) -> Result<(), JournalError>;
+}

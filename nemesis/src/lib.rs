@@ -1,0 +1,39 @@
+//! The nemesis: the faults a test injects, whom they hit, when, and how they are undone
+//! (DESIGN.md §1, `../shared/docs/jepsen.md` §2).
+//!
+//! - [`rng`]: the seeded random numbers every choice comes from.
+//! - [`roles`]: the cluster's roles (controller, metadata-quorum leader, partition
+//!   leaders, registered brokers) as one `GET /v1/metadata` shows them.
+//! - [`target`]: node targets (`one`, `minority`, `majority`, `all`, `leaders`,
+//!   `controller`, `meta-leader`, explicit nodes) and their resolution against [`Roles`].
+//! - [`grudge`]: network partitions as grudges (who drops whose packets) and the shapes:
+//!   halves, one, majority, majorities-ring, bridge, isolate-targets, explicit.
+//! - [`package`]: the fault packages (`kill`, `pause`, `partition`, `partition-ports`,
+//!   `admin`): their `f` names, plot colour and label, and `--nemesis` parsing.
+//! - [`schedule`]: the seeded, deterministic sequence of fault steps of each package
+//!   (start and stop alternating at random intervals around the interval).
+//! - [`control`]: what the nemesis needs of the cluster ([`ClusterControl`]) and of the
+//!   history ([`Journal`]); the harness implements both.
+//! - [`runner`]: executes steps against a [`ClusterControl`], records each as a
+//!   `nemesis` invoke/complete pair, keeps what is broken, and heals everything at the end.
+//!
+//! Invariant: everything random is drawn from the test's seed, per package and per step,
+//! so that the same seed gives the same schedule whatever the cluster answered.
+
+pub mod control;
+pub mod grudge;
+pub mod package;
+pub mod rng;
+pub mod roles;
+pub mod runner;
+pub mod schedule;
+pub mod target;
+
+pub use control::{AdminAction, BoxFuture, ClusterControl, ControlError, Journal, JournalError};
+pub use grudge::{Grudge, Ports, Shape};
+pub use package::{PackageInfo, PackageKind};
+pub use rng::Rng;
+pub use roles::{PartitionRoles, Roles};
+pub use runner::{DeregistrationWait, FaultState, Nemesis, NemesisOptions, NemesisSummary};
+pub use schedule::{Action, AdminKind, Step};
+pub use target::{TargetError, TargetSpec};

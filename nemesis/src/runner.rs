@@ -1,0 +1,1058 @@
+//! Runs the schedule: every package's steps on a task of its own (packages run
+//! concurrently), each step resolved against the roles of the moment, acted out through
+//! the [`ClusterControl`], and recorded in the [`Journal`] as an invoke/complete pair of
+//! the same `f` — the invoke's value says what is intended (`targets`, shape, ports, ...),
+//! the completion's what was done to whom (`nodes`, `pids`, `grudge`, the admin answers).
+//!
+//! [`FaultState`] remembers what is broken (killed and paused nodes, each package's
+//! cuts, changed replica assignments) so that the stop steps undo exactly their
+//! package's faults and [`Nemesis::heal_all`] undoes everything: it heals the network,
+//! resumes every paused node, restarts every killed one and restores assignments,
+//! recording each as its package's stop operation. The harness calls it after the run,
+//! and on error or Ctrl-C.
+//!
+//! What is recorded before it is done: a node is entered in [`FaultState::killed`] or
+//! [`FaultState::paused`] before its signal is sent, and a reassignment's original
+//! replicas before the request, because their undoing is harmless when the fault did not
+//! happen (`start` leaves a running broker alone, SIGCONT a running process, a
+//! reassignment to the current replicas changes nothing) while a fault that happened
+//! unrecorded (a failed or interrupted command that acted anyway) would never be undone.
+//! A cut is recorded only once in place: `uncut` removes exactly what a `cut` made, and
+//! [`Nemesis::heal_all`] removes every cut whatever was recorded.
+//!
+//! Completion values (beyond the invoke's fields, which are kept):
+//!
+//! | `f` | invoke | completion adds |
+//! |---|---|---|
+//! | `kill` | `wipe` | `nodes`, `wipe_on_start`, `pids` (`node → pid`, `null` when not running), `errors` |
+//! | `start` | | `nodes`, `pids`, `errors`; with a wipe `waited_deregistration_ms`, `wiped`, `deregistration_timeout` |
+//! | `pause` | | `nodes`, `skipped_killed`, `pids`, `errors` |
+//! | `resume` | | `nodes`, `pids`, `errors` |
+//! | `start-partition` | `shape` | `grudge` (`node → nodes it drops`), `ports` |
+//! | `start-partition-ports` | `shape`, `ports`, `one_way` | `grudge` |
+//! | `stop-partition`, `stop-partition-ports` | | `healed` (cuts removed) |
+//! | `transfer-leaders` | `kind` | `transfers`: `[{key, from, to, ok \| error}]` |
+//! | `elect-preferred` | `kind` | `answer` |
+//! | `reassign` | `kind` | `key`, `from`, `to`, `added` or `restore`, `answer` |
+//!
+//! Every value has `package` and, when the action has one, `targets`
+//! ([`Action::targets`]); the operations of [`Nemesis::heal_all`] have `final: true`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::control::{AdminAction, ClusterControl, Journal, JournalError};
+use crate::grudge::{Grudge, Ports, Shape};
+use crate::package::PackageKind;
+use crate::rng::Rng;
+use crate::roles::Roles;
+use crate::schedule::{Action, AdminKind, Schedule, ScheduleOptions, Step};
+use crate::target::{TargetError, TargetSpec};
+
+/// Which faults, how often, at whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NemesisOptions {
+    pub packages: Vec<PackageKind>,
+    pub schedule: ScheduleOptions,
+}
+
+/// What is broken now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultState {
+    /// Killed nodes, each with whether its data is to be wiped on restart.
+    pub killed: BTreeMap<String, bool>,
+    pub paused: BTreeSet<String>,
+    /// The cuts in place, by the package that made them.
+    pub cuts: BTreeMap<PackageKind, Vec<(Grudge, Ports)>>,
+    /// Partitions (`topic/partition`) whose replicas a `reassign` changed, with their
+    /// original replica list.
+    pub reassigned: BTreeMap<String, Vec<String>>,
+}
+
+impl FaultState {
+    /// Whether nothing is broken.
+    pub fn is_healed(&self) -> bool {
+        self.killed.is_empty()
+            && self.paused.is_empty()
+            && self.cuts.values().all(Vec::is_empty)
+            && self.reassigned.is_empty()
+    }
+}
+
+/// Counts of what a run did, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NemesisSummary {
+    /// Completed operations by `f`.
+    pub by_f: BTreeMap<String, u64>,
+    /// Operations that ended with an error, by `f`.
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl NemesisSummary {
+    fn count(&mut self, done: &Completed) {
+        *self.by_f.entry(done.f.to_string()).or_default() += 1;
+        if done.error.is_some() {
+            *self.errors.entry(done.f.to_string()).or_default() += 1;
+        }
+    }
+
+    fn merge(&mut self, other: NemesisSummary) {
+        for (f, n) in other.by_f {
+            *self.by_f.entry(f).or_default() += n;
+        }
+        for (f, n) in other.errors {
+            *self.errors.entry(f).or_default() += n;
+        }
+    }
+}
+
+/// How a `start` of a node whose data is to be wiped waits for the controller to
+/// deregister it (and so remove it from every ISR) first: an empty replica must not
+/// come back as an in-sync one, which would be a data loss of the harness's making.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeregistrationWait {
+    /// Time between two reads of the roles.
+    pub poll: Duration,
+    /// The longest wait; past it the node is started without the wipe (a plain
+    /// restart), and the completion says so in `deregistration_timeout`.
+    pub limit: Duration,
+}
+
+impl Default for DeregistrationWait {
+    /// Poll every 200 ms, for at most 30 s.
+    fn default() -> DeregistrationWait {
+        DeregistrationWait {
+            poll: Duration::from_millis(200),
+            limit: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The nemesis of one test.
+pub struct Nemesis {
+    options: NemesisOptions,
+    worker: Worker,
+}
+
+impl Nemesis {
+    pub fn new(
+        options: NemesisOptions,
+        control: Arc<dyn ClusterControl>,
+        journal: Arc<dyn Journal>,
+    ) -> Nemesis {
+        Nemesis {
+            options,
+            worker: Worker {
+                control,
+                journal,
+                state: Arc::new(Mutex::new(FaultState::default())),
+                deregistration: DeregistrationWait::default(),
+            },
+        }
+    }
+
+    /// The same nemesis with another wait for wiped nodes' deregistration.
+    pub fn with_deregistration_wait(mut self, wait: DeregistrationWait) -> Nemesis {
+        self.worker.deregistration = wait;
+        self
+    }
+
+    pub fn options(&self) -> &NemesisOptions {
+        &self.options
+    }
+
+    /// A copy of what is broken now.
+    pub fn state(&self) -> FaultState {
+        self.worker.state().clone()
+    }
+
+    /// Runs every package's schedule concurrently until `stop` turns true (or its sender
+    /// is dropped); a step in progress finishes first. Faults are left in place: call
+    /// [`Nemesis::heal_all`] next. Errors only when the journal fails: the other
+    /// packages then stop after their step in progress, and the first error is returned.
+    /// A package listed twice runs once.
+    ///
+    /// The packages run as tasks of the current tokio runtime. Dropping the returned
+    /// future (Ctrl-C) aborts them at their next `await`: a fault whose command was under
+    /// way is still in [`FaultState`] (see the module's docs on what is recorded
+    /// before it is done), and [`Nemesis::heal_all`] undoes the rest.
+    pub async fn run(&self, stop: watch::Receiver<bool>) -> Result<NemesisSummary, JournalError> {
+        let (abort_tx, abort_rx) = watch::channel(false);
+        let packages: BTreeSet<PackageKind> = self.options.packages.iter().copied().collect();
+        let mut tasks = JoinSet::new();
+        for package in packages {
+            let worker = self.worker.clone();
+            let schedule = Schedule::new(package, self.options.schedule.clone());
+            let stop = stop.clone();
+            let abort = abort_rx.clone();
+            tasks.spawn(async move { worker.run_package(package, schedule, stop, abort).await });
+        }
+        let mut summary = NemesisSummary::default();
+        let mut failure = None;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(Ok(done)) => summary.merge(done),
+                Ok(Err(error)) => {
+                    tracing::error!(%error, "nemesis stops: the journal failed");
+                    if failure.is_none() {
+                        failure = Some(error);
+                        let _ = abort_tx.send(true);
+                    }
+                }
+                Err(join_error) => match join_error.try_into_panic() {
+                    // A panic is a bug of ours or of the control: pass it on unchanged.
+                    Ok(panic) => std::panic::resume_unwind(panic),
+                    Err(join_error) => {
+                        tracing::error!(%join_error, "nemesis package task cancelled");
+                    }
+                },
+            }
+        }
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(summary),
+        }
+    }
+
+    /// Resolves and acts out one step, recording it; returns the completion's value.
+    /// A fault that cannot be done (no holder of the role, a node not running, a failed
+    /// command) completes with an `error` and leaves the state as it is; never panics.
+    /// Public so that scenario steps (`harness repro`) reuse the same faults.
+    pub async fn execute(&self, step: &Step) -> Result<Value, JournalError> {
+        Ok(Value::Object(self.worker.execute(step).await?.value))
+    }
+
+    /// Undoes every fault in place, each as its package's stop operation (healing the
+    /// network as `stop-partition` / `stop-partition-ports` when cuts are in place,
+    /// `resume` of every paused node, `start` of every killed node — with the wait for a
+    /// wiped node's deregistration —, `reassign` back to the original replicas), and
+    /// then SIGCONT to every node anyway. Safe to call more than once: when nothing is
+    /// broken it records nothing.
+    ///
+    /// Every cut goes with one `ClusterControl::heal`, recorded as the stop operation of
+    /// each package that had cuts in place (`stop-partition`, `stop-partition-ports`:
+    /// so that every fault period is closed), with value `{"healed": "all", "final":
+    /// true}`; `heal` is called (unrecorded) even when no cut was recorded, and SIGCONT
+    /// sent (unrecorded, errors ignored) to every node, so that a fault we lost track of
+    /// does not outlive the test. Returns what is still broken: healed, unless a
+    /// command failed (a node that would not start stays in `killed`).
+    pub async fn heal_all(&self) -> Result<FaultState, JournalError> {
+        let worker = &self.worker;
+        worker.heal_network().await?;
+
+        if !worker.state().paused.is_empty() {
+            let mut value = worker.intent(PackageKind::Pause, &Action::Resume);
+            value.insert("final".into(), json!(true));
+            let token = worker
+                .journal
+                .invoke("resume", Value::Object(value.clone()))?;
+            let error = worker.resume_paused(&mut value).await;
+            worker.finish(token, "resume", value, error)?;
+        }
+
+        if !worker.state().killed.is_empty() {
+            let mut value = worker.intent(PackageKind::Kill, &Action::Start);
+            value.insert("final".into(), json!(true));
+            let token = worker
+                .journal
+                .invoke("start", Value::Object(value.clone()))?;
+            let error = worker.start_killed(&mut value).await;
+            worker.finish(token, "start", value, error)?;
+        }
+
+        let reassigned = worker.state().reassigned.clone();
+        if !reassigned.is_empty() {
+            let roles = worker.roles().await;
+            let action = Action::Admin(AdminKind::Reassign);
+            for (key, original) in reassigned {
+                let mut value = worker.intent(PackageKind::Admin, &action);
+                value.insert("final".into(), json!(true));
+                let token = worker
+                    .journal
+                    .invoke(action.f(), Value::Object(value.clone()))?;
+                let error = worker
+                    .restore_assignment(&roles, &key, &original, &mut value)
+                    .await;
+                worker.finish(token, action.f(), value, error)?;
+            }
+        }
+
+        for node in worker.control.nodes() {
+            if let Err(error) = worker.control.resume(&node).await {
+                tracing::debug!(%node, %error, "final SIGCONT failed");
+            }
+        }
+        Ok(self.state())
+    }
+}
+
+/// One recorded operation: its `f`, the completion's value and error.
+struct Completed {
+    f: &'static str,
+    value: Map<String, Value>,
+    error: Option<String>,
+}
+
+/// What the package tasks share with the [`Nemesis`]: the cluster, the journal, the
+/// fault state (cheap to clone: all behind `Arc`s).
+#[derive(Clone)]
+struct Worker {
+    control: Arc<dyn ClusterControl>,
+    journal: Arc<dyn Journal>,
+    state: Arc<Mutex<FaultState>>,
+    deregistration: DeregistrationWait,
+}
+
+/// Returns once `receiver` says true or its sender is gone.
+async fn raised(receiver: &mut watch::Receiver<bool>) {
+    loop {
+        if *receiver.borrow_and_update() {
+            return;
+        }
+        if receiver.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn no_target(error: &TargetError) -> String {
+    format!("no-target: {error}")
+}
+
+/// `"<what> failed on n1: ...; n3: ..."`, or `None` when nothing failed.
+fn failures(what: &str, errors: &Map<String, Value>) -> Option<String> {
+    if errors.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = errors
+        .iter()
+        .map(|(node, error)| format!("{node}: {}", error.as_str().unwrap_or_default()))
+        .collect();
+    Some(format!("{what} failed on {}", list.join("; ")))
+}
+
+/// `topic/partition` split back (topics may hold `/`: the partition is after the last).
+fn parse_key(key: &str) -> Option<(String, u32)> {
+    let (topic, partition) = key.rsplit_once('/')?;
+    Some((topic.to_string(), partition.parse().ok()?))
+}
+
+/// The one-way version of a grudge, for one-way port cuts: one side keeps dropping
+/// packets from the other, which still hears it.
+///
+/// The rule: the receiving side is the nodes that drop packets from the most nodes
+/// (the isolated side: the smaller half of `halves`, the lone node of `one`, the
+/// minority of `majority`, the targets of an isolation); when every node that drops
+/// anything drops as many (a balanced grudge: even halves, a bridge, a majorities
+/// ring), it is the first of them in name order together with those of them it still
+/// hears (its own half). Every edge whose receiver is on that side is kept, every other
+/// edge dropped: the side drops what it dropped, the rest drops nothing. Nodes on the
+/// side that dropped each other still do. Empty only for an empty grudge.
+pub fn one_way(grudge: &Grudge) -> Grudge {
+    let dropping: BTreeMap<&String, &BTreeSet<String>> = grudge
+        .0
+        .iter()
+        .filter(|(_, dropped)| !dropped.is_empty())
+        .collect();
+    let Some(most) = dropping.values().map(|dropped| dropped.len()).max() else {
+        return Grudge::default();
+    };
+    let mut side: Vec<&String> = dropping
+        .iter()
+        .filter(|(_, dropped)| dropped.len() == most)
+        .map(|(node, _)| *node)
+        .collect();
+    if side.len() == dropping.len() {
+        if let Some(first) = side.first().copied() {
+            let dropped_by_first = dropping.get(first).copied();
+            side.retain(|node| {
+                *node == first || dropped_by_first.is_some_and(|dropped| !dropped.contains(*node))
+            });
+        }
+    }
+    Grudge(
+        side.into_iter()
+            .filter_map(|node| {
+                dropping
+                    .get(node)
+                    .map(|dropped| (node.clone(), (*dropped).clone()))
+            })
+            .collect(),
+    )
+}
+
+impl Worker {
+    fn state(&self) -> MutexGuard<'_, FaultState> {
+        // A panic while holding the lock cannot leave the state half-written in a way
+        // that matters more than losing track of it: keep going with what is there.
+        match self.state.lock() {
+            Ok(state) => state,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// The roles now, or only the nodes when no node answers.
+    async fn roles(&self) -> Roles {
+        match self.control.roles().await {
+            Some(roles) => roles,
+            None => Roles::unknown(&self.control.nodes()),
+        }
+    }
+
+    /// One package's schedule, until `stop` or `abort`.
+    async fn run_package(
+        self,
+        package: PackageKind,
+        schedule: Schedule,
+        mut stop: watch::Receiver<bool>,
+        mut abort: watch::Receiver<bool>,
+    ) -> Result<NemesisSummary, JournalError> {
+        let mut summary = NemesisSummary::default();
+        for step in schedule {
+            tokio::select! {
+                biased;
+                () = raised(&mut stop) => break,
+                () = raised(&mut abort) => break,
+                () = tokio::time::sleep(step.delay) => {}
+            }
+            let done = self.execute(&step).await?;
+            summary.count(&done);
+        }
+        tracing::debug!(
+            package = package.name(),
+            ?summary,
+            "nemesis package stopped"
+        );
+        Ok(summary)
+    }
+
+    /// The invoke's value of `action` of `package`.
+    fn intent(&self, package: PackageKind, action: &Action) -> Map<String, Value> {
+        let mut value = Map::new();
+        value.insert("package".into(), json!(package.name()));
+        if let Some(targets) = action.targets() {
+            value.insert("targets".into(), json!(targets));
+        }
+        match action {
+            Action::Kill { wipe, .. } => {
+                value.insert("wipe".into(), json!(wipe));
+            }
+            Action::Partition { shape } => {
+                value.insert("shape".into(), json!(shape.name()));
+            }
+            Action::PartitionPorts {
+                shape,
+                ports,
+                one_way,
+            } => {
+                value.insert("shape".into(), json!(shape.name()));
+                value.insert("ports".into(), json!(ports.name()));
+                value.insert("one_way".into(), json!(one_way));
+            }
+            Action::Admin(kind) => {
+                value.insert(
+                    "kind".into(),
+                    serde_json::to_value(kind).unwrap_or(Value::Null),
+                );
+            }
+            Action::Start
+            | Action::Pause { .. }
+            | Action::Resume
+            | Action::StopPartition
+            | Action::StopPartitionPorts => {}
+        }
+        value
+    }
+
+    /// Records the completion of `token`.
+    fn finish(
+        &self,
+        token: u64,
+        f: &'static str,
+        value: Map<String, Value>,
+        error: Option<String>,
+    ) -> Result<Completed, JournalError> {
+        let shown = Value::Object(value.clone());
+        match &error {
+            Some(error) => tracing::warn!(f, %error, value = %shown, "nemesis"),
+            None => tracing::info!(f, value = %shown, "nemesis"),
+        }
+        self.journal
+            .complete(token, f, Value::Object(value.clone()), error.clone())?;
+        Ok(Completed { f, value, error })
+    }
+
+    async fn execute(&self, step: &Step) -> Result<Completed, JournalError> {
+        let f = step.action.f();
+        let mut value = self.intent(step.package, &step.action);
+        let token = self.journal.invoke(f, Value::Object(value.clone()))?;
+        let mut rng = Rng::new(step.seed);
+        let error = match &step.action {
+            Action::Kill { target, wipe } => self.kill(target, *wipe, &mut rng, &mut value).await,
+            Action::Start => self.start_killed(&mut value).await,
+            Action::Pause { target } => self.pause(target, &mut rng, &mut value).await,
+            Action::Resume => self.resume_paused(&mut value).await,
+            Action::Partition { shape } => {
+                self.partition(step.package, shape, Ports::All, false, &mut rng, &mut value)
+                    .await
+            }
+            Action::PartitionPorts {
+                shape,
+                ports,
+                one_way,
+            } => {
+                self.partition(step.package, shape, *ports, *one_way, &mut rng, &mut value)
+                    .await
+            }
+            Action::StopPartition | Action::StopPartitionPorts => {
+                self.stop_cuts(step.package, &mut value).await
+            }
+            Action::Admin(AdminKind::TransferStorm) => {
+                self.transfer_storm(&mut rng, &mut value).await
+            }
+            Action::Admin(AdminKind::ElectPreferred) => self.elect_preferred(&mut value).await,
+            Action::Admin(AdminKind::Reassign) => self.reassign(&mut rng, &mut value).await,
+        };
+        self.finish(token, f, value, error)
+    }
+
+    /// SIGKILL the target's nodes; a lone node's data is wiped at its next start when
+    /// `wipe`.
+    async fn kill(
+        &self,
+        target: &TargetSpec,
+        wipe: bool,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let roles = self.roles().await;
+        let nodes = match target.resolve(&roles, rng) {
+            Ok(nodes) => nodes,
+            Err(error) => return Some(no_target(&error)),
+        };
+        let wipe = wipe && nodes.len() == 1;
+        value.insert("nodes".into(), json!(nodes));
+        value.insert("wipe_on_start".into(), json!(wipe));
+        let mut pids = Map::new();
+        let mut errors = Map::new();
+        for node in &nodes {
+            // Entered before the signal (see the module's docs); without the wipe until
+            // the kill is known to have happened: a broker that may still be running
+            // must never have its data removed.
+            self.state().killed.entry(node.clone()).or_insert(false);
+            match self.control.kill(node).await {
+                Ok(pid) => {
+                    pids.insert(node.clone(), json!(pid));
+                    let mut state = self.state();
+                    if wipe {
+                        state.killed.insert(node.clone(), true);
+                    }
+                    state.paused.remove(node);
+                }
+                Err(error) => {
+                    errors.insert(node.clone(), json!(error.0));
+                }
+            }
+        }
+        value.insert("pids".into(), Value::Object(pids));
+        let error = failures("kill", &errors);
+        if !errors.is_empty() {
+            value.insert("errors".into(), Value::Object(errors));
+        }
+        error
+    }
+
+    /// Waits until `node` is not a registered broker, within the limit; whether it left,
+    /// and how long the wait took.
+    async fn await_deregistration(&self, node: &str) -> (bool, Duration) {
+        let began = Instant::now();
+        loop {
+            if let Some(roles) = self.control.roles().await {
+                if !roles.registered.contains(node) {
+                    return (true, began.elapsed());
+                }
+            }
+            let waited = began.elapsed();
+            if waited >= self.deregistration.limit {
+                return (false, waited);
+            }
+            let left = self.deregistration.limit.saturating_sub(waited);
+            tokio::time::sleep(self.deregistration.poll.min(left)).await;
+        }
+    }
+
+    /// Starts every killed node, wiping those marked so once they are deregistered.
+    async fn start_killed(&self, value: &mut Map<String, Value>) -> Option<String> {
+        let killed: Vec<(String, bool)> = self
+            .state()
+            .killed
+            .iter()
+            .map(|(node, wipe)| (node.clone(), *wipe))
+            .collect();
+        let nodes: Vec<&String> = killed.iter().map(|(node, _)| node).collect();
+        value.insert("nodes".into(), json!(nodes));
+        if killed.is_empty() {
+            return None;
+        }
+        let mut pids = Map::new();
+        let mut errors = Map::new();
+        let mut waited = Map::new();
+        let mut wiped = Vec::new();
+        let mut timeouts = Vec::new();
+        for (node, wipe) in &killed {
+            let mut wipe_now = *wipe;
+            if *wipe {
+                let (gone, took) = self.await_deregistration(node).await;
+                waited.insert(node.clone(), json!(took.as_millis() as u64));
+                if !gone {
+                    tracing::warn!(%node, ?took, "still registered: restarting without the wipe");
+                    timeouts.push(node.clone());
+                    wipe_now = false;
+                }
+            }
+            match self.control.start(node, wipe_now).await {
+                Ok(pid) => {
+                    pids.insert(node.clone(), json!(pid));
+                    if wipe_now {
+                        wiped.push(node.clone());
+                    }
+                    self.state().killed.remove(node);
+                }
+                Err(error) => {
+                    errors.insert(node.clone(), json!(error.0));
+                }
+            }
+        }
+        value.insert("pids".into(), Value::Object(pids));
+        if !waited.is_empty() {
+            value.insert("waited_deregistration_ms".into(), Value::Object(waited));
+            value.insert("wiped".into(), json!(wiped));
+        }
+        if !timeouts.is_empty() {
+            value.insert("deregistration_timeout".into(), json!(timeouts));
+        }
+        let error = failures("start", &errors);
+        if !errors.is_empty() {
+            value.insert("errors".into(), Value::Object(errors));
+        }
+        error
+    }
+
+    /// SIGSTOP the target's nodes that are not killed.
+    async fn pause(
+        &self,
+        target: &TargetSpec,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let roles = self.roles().await;
+        let resolved = match target.resolve(&roles, rng) {
+            Ok(nodes) => nodes,
+            Err(error) => return Some(no_target(&error)),
+        };
+        let (skipped, nodes): (Vec<String>, Vec<String>) = {
+            let state = self.state();
+            resolved
+                .into_iter()
+                .partition(|node| state.killed.contains_key(node))
+        };
+        value.insert("nodes".into(), json!(nodes));
+        if !skipped.is_empty() {
+            value.insert("skipped_killed".into(), json!(skipped));
+        }
+        let mut pids = Map::new();
+        let mut errors = Map::new();
+        for node in &nodes {
+            // Entered before the signal (see the module's docs).
+            self.state().paused.insert(node.clone());
+            match self.control.pause(node).await {
+                Ok(pid) => {
+                    pids.insert(node.clone(), json!(pid));
+                }
+                Err(error) => {
+                    errors.insert(node.clone(), json!(error.0));
+                }
+            }
+        }
+        value.insert("pids".into(), Value::Object(pids));
+        let error = failures("pause", &errors);
+        if !errors.is_empty() {
+            value.insert("errors".into(), Value::Object(errors));
+        }
+        error
+    }
+
+    /// SIGCONT every paused node.
+    async fn resume_paused(&self, value: &mut Map<String, Value>) -> Option<String> {
+        let paused: Vec<String> = self.state().paused.iter().cloned().collect();
+        value.insert("nodes".into(), json!(paused));
+        let mut pids = Map::new();
+        let mut errors = Map::new();
+        for node in &paused {
+            match self.control.resume(node).await {
+                Ok(pid) => {
+                    pids.insert(node.clone(), json!(pid));
+                    self.state().paused.remove(node);
+                }
+                Err(error) => {
+                    errors.insert(node.clone(), json!(error.0));
+                }
+            }
+        }
+        value.insert("pids".into(), Value::Object(pids));
+        let error = failures("resume", &errors);
+        if !errors.is_empty() {
+            value.insert("errors".into(), Value::Object(errors));
+        }
+        error
+    }
+
+    /// Cuts the shape's grudge (one way when asked: see [`one_way`]) on `ports`.
+    async fn partition(
+        &self,
+        package: PackageKind,
+        shape: &Shape,
+        ports: Ports,
+        one_way_only: bool,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let roles = self.roles().await;
+        let grudge = match shape.grudge(&roles, rng) {
+            Ok(grudge) if one_way_only => one_way(&grudge),
+            Ok(grudge) => grudge,
+            Err(error) => return Some(no_target(&error)),
+        };
+        value.insert("ports".into(), json!(ports.name()));
+        if grudge.0.values().all(BTreeSet::is_empty) {
+            return Some(format!(
+                "no-target: the shape {} cuts nothing among {} nodes",
+                shape.name(),
+                roles.nodes.len()
+            ));
+        }
+        value.insert(
+            "grudge".into(),
+            serde_json::to_value(&grudge).unwrap_or(Value::Null),
+        );
+        match self.control.cut(&grudge, ports).await {
+            Ok(()) => {
+                self.state()
+                    .cuts
+                    .entry(package)
+                    .or_default()
+                    .push((grudge, ports));
+                None
+            }
+            Err(error) => Some(format!("cut failed: {error}")),
+        }
+    }
+
+    /// Removes `package`'s cuts, and only those.
+    async fn stop_cuts(
+        &self,
+        package: PackageKind,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let cuts = self.state().cuts.get(&package).cloned().unwrap_or_default();
+        let mut healed = 0u64;
+        let mut errors = Vec::new();
+        for (grudge, ports) in &cuts {
+            match self.control.uncut(grudge, *ports).await {
+                Ok(()) => {
+                    healed += 1;
+                    let mut state = self.state();
+                    if let Some(in_place) = state.cuts.get_mut(&package) {
+                        if let Some(at) = in_place
+                            .iter()
+                            .position(|cut| cut == &(grudge.clone(), *ports))
+                        {
+                            in_place.remove(at);
+                        }
+                        if in_place.is_empty() {
+                            state.cuts.remove(&package);
+                        }
+                    }
+                }
+                Err(error) => errors.push(format!("{}: {error}", ports.name())),
+            }
+        }
+        value.insert("healed".into(), json!(healed));
+        if errors.is_empty() {
+            None
+        } else {
+            Some(format!("uncut failed: {}", errors.join("; ")))
+        }
+    }
+
+    /// 3 to 6 leader transfers, each of a random partition with a second in-sync
+    /// replica to a random in-sync follower.
+    async fn transfer_storm(
+        &self,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let mut partitions = self.roles().await.partitions;
+        let count = rng.between(3, 6);
+        let mut transfers = Vec::new();
+        for _ in 0..count {
+            let candidates: Vec<usize> = partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| {
+                    p.leader
+                        .as_ref()
+                        .is_some_and(|leader| p.isr.iter().any(|node| node != leader))
+                })
+                .map(|(at, _)| at)
+                .collect();
+            let Some(partition) = rng.pick(&candidates).and_then(|at| partitions.get_mut(*at))
+            else {
+                break;
+            };
+            let Some(from) = partition.leader.clone() else {
+                break;
+            };
+            let followers: Vec<&String> =
+                partition.isr.iter().filter(|node| **node != from).collect();
+            let Some(to) = rng.pick(&followers).map(|node| (*node).clone()) else {
+                break;
+            };
+            let action = AdminAction::TransferLeader {
+                topic: partition.topic.clone(),
+                partition: partition.partition,
+                to: to.clone(),
+            };
+            let mut transfer = json!({"key": partition.key(), "from": from, "to": to});
+            match self.control.admin(&action).await {
+                Ok(answer) => {
+                    transfer["ok"] = answer;
+                    // Later transfers of the storm start from the new leader.
+                    partition.leader = Some(to);
+                }
+                Err(error) => transfer["error"] = json!(error.0),
+            }
+            transfers.push(transfer);
+        }
+        let none = transfers.is_empty();
+        value.insert("transfers".into(), Value::Array(transfers));
+        none.then(|| "no-target: no partition with a second in-sync replica".to_string())
+    }
+
+    async fn elect_preferred(&self, value: &mut Map<String, Value>) -> Option<String> {
+        match self.control.admin(&AdminAction::ElectPreferred).await {
+            Ok(answer) => {
+                value.insert("answer".into(), answer);
+                None
+            }
+            Err(error) => Some(format!("elect-preferred failed: {error}")),
+        }
+    }
+
+    /// Restores the first changed assignment when there is one, otherwise adds a random
+    /// non-replica node to a random partition with fewer replicas than nodes. The
+    /// original replicas are recorded before the request, so that a reassignment that
+    /// failed or timed out (and may still be in progress) is restored too.
+    async fn reassign(&self, rng: &mut Rng, value: &mut Map<String, Value>) -> Option<String> {
+        let roles = self.roles().await;
+        let pending = self
+            .state()
+            .reassigned
+            .iter()
+            .next()
+            .map(|(key, original)| (key.clone(), original.clone()));
+        if let Some((key, original)) = pending {
+            return self
+                .restore_assignment(&roles, &key, &original, value)
+                .await;
+        }
+        let candidates: Vec<_> = roles
+            .partitions
+            .iter()
+            .filter(|p| !p.replicas.is_empty() && p.replicas.len() < roles.nodes.len())
+            .collect();
+        let Some(partition) = rng.pick(&candidates) else {
+            return Some("no-target: no partition with fewer replicas than nodes".into());
+        };
+        let spare: Vec<&String> = roles
+            .nodes
+            .iter()
+            .filter(|node| !partition.replicas.contains(node))
+            .collect();
+        let Some(added) = rng.pick(&spare).map(|node| (*node).clone()) else {
+            return Some("no-target: no partition with fewer replicas than nodes".into());
+        };
+        let mut replicas = partition.replicas.clone();
+        replicas.push(added.clone());
+        let key = partition.key();
+        value.insert("key".into(), json!(key));
+        value.insert("from".into(), json!(partition.replicas));
+        value.insert("to".into(), json!(replicas));
+        value.insert("added".into(), json!(added));
+        self.state()
+            .reassigned
+            .insert(key, partition.replicas.clone());
+        let action = AdminAction::Reassign {
+            topic: partition.topic.clone(),
+            partition: partition.partition,
+            replicas,
+        };
+        match self.control.admin(&action).await {
+            Ok(answer) => {
+                value.insert("answer".into(), answer);
+                None
+            }
+            Err(error) => Some(format!("reassign failed: {error}")),
+        }
+    }
+
+    /// Reassigns `key` back to `original`; forgets it once done.
+    async fn restore_assignment(
+        &self,
+        roles: &Roles,
+        key: &str,
+        original: &[String],
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let current = roles
+            .partitions
+            .iter()
+            .find(|p| p.key() == key)
+            .map(|p| json!(p.replicas))
+            .unwrap_or(Value::Null);
+        value.insert("key".into(), json!(key));
+        value.insert("from".into(), current);
+        value.insert("to".into(), json!(original));
+        value.insert("restore".into(), json!(true));
+        let Some((topic, partition)) = parse_key(key) else {
+            // Cannot happen for keys of ours; forgetting it keeps heal_all finite.
+            self.state().reassigned.remove(key);
+            return Some(format!("reassign failed: malformed partition key {key:?}"));
+        };
+        let action = AdminAction::Reassign {
+            topic,
+            partition,
+            replicas: original.to_vec(),
+        };
+        match self.control.admin(&action).await {
+            Ok(answer) => {
+                value.insert("answer".into(), answer);
+                self.state().reassigned.remove(key);
+                None
+            }
+            Err(error) => Some(format!("reassign failed: {error}")),
+        }
+    }
+
+    /// Removes every cut: recorded as each cutting package's stop operation when cuts
+    /// were in place, silently otherwise.
+    async fn heal_network(&self) -> Result<(), JournalError> {
+        let packages: Vec<PackageKind> = self
+            .state()
+            .cuts
+            .iter()
+            .filter(|(_, cuts)| !cuts.is_empty())
+            .map(|(package, _)| *package)
+            .collect();
+        if packages.is_empty() {
+            if let Err(error) = self.control.heal().await {
+                tracing::warn!(%error, "final network heal failed");
+            }
+            return Ok(());
+        }
+        let mut open = Vec::new();
+        for package in packages {
+            let f = match package {
+                PackageKind::PartitionPorts => Action::StopPartitionPorts.f(),
+                _ => Action::StopPartition.f(),
+            };
+            let mut value = Map::new();
+            value.insert("package".into(), json!(package.name()));
+            value.insert("healed".into(), json!("all"));
+            value.insert("final".into(), json!(true));
+            let token = self.journal.invoke(f, Value::Object(value.clone()))?;
+            open.push((token, f, value));
+        }
+        let error = match self.control.heal().await {
+            Ok(()) => {
+                self.state().cuts.clear();
+                None
+            }
+            Err(error) => Some(format!("heal failed: {error}")),
+        };
+        for (token, f, value) in open {
+            self.finish(token, f, value, error.clone())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    fn grudge(edges: &[(&str, &[&str])]) -> Grudge {
+        Grudge(
+            edges
+                .iter()
+                .map(|(node, dropped)| (node.to_string(), nodes(dropped)))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn one_way_keeps_the_isolated_side_receiving_nothing() {
+        // Halves of 5: {n1, n4} against {n2, n3, n5}.
+        let halves = grudge(&[
+            ("n1", &["n2", "n3", "n5"]),
+            ("n4", &["n2", "n3", "n5"]),
+            ("n2", &["n1", "n4"]),
+            ("n3", &["n1", "n4"]),
+            ("n5", &["n1", "n4"]),
+        ]);
+        assert_eq!(
+            one_way(&halves),
+            grudge(&[("n1", &["n2", "n3", "n5"]), ("n4", &["n2", "n3", "n5"])])
+        );
+        // One node alone.
+        let one = grudge(&[("n3", &["n1", "n2"]), ("n1", &["n3"]), ("n2", &["n3"])]);
+        assert_eq!(one_way(&one), grudge(&[("n3", &["n1", "n2"])]));
+    }
+
+    #[test]
+    fn one_way_of_a_balanced_grudge_takes_the_first_nodes_side() {
+        let even = grudge(&[
+            ("n1", &["n2", "n4"]),
+            ("n3", &["n2", "n4"]),
+            ("n2", &["n1", "n3"]),
+            ("n4", &["n1", "n3"]),
+        ]);
+        let cut = one_way(&even);
+        assert_eq!(cut, grudge(&[("n1", &["n2", "n4"]), ("n3", &["n2", "n4"])]));
+        // No pair is cut both ways any more.
+        for (node, dropped) in &cut.0 {
+            for other in dropped {
+                assert!(!cut.0.get(other).is_some_and(|d| d.contains(node)));
+            }
+        }
+        assert_eq!(one_way(&Grudge::default()), Grudge::default());
+    }
+
+    #[test]
+    fn keys_parse_back() {
+        assert_eq!(parse_key("t/3"), Some(("t".into(), 3)));
+        assert_eq!(parse_key("a/b/0"), Some(("a/b".into(), 0)));
+        assert_eq!(parse_key("t"), None);
+        assert_eq!(parse_key("t/x"), None);
+    }
+}

@@ -1,0 +1,544 @@
+//! The schedule: for each package, a seeded, endless sequence of [`Step`]s — a delay and
+//! an [`Action`] — where start and stop alternate (Jepsen's flip-flop inside a stagger):
+//! each delay is uniform in `0..2×interval`. Admin faults are instantaneous: every step
+//! is an admin action. Everything is drawn from `Rng::derive(seed, package, step)`, so
+//! the schedule depends on the seed alone; the [`Step::seed`] is what the runner draws
+//! the step's cluster-dependent choices (target resolution, shapes) from.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::grudge::{Ports, Shape};
+use crate::package::PackageKind;
+use crate::rng::Rng;
+use crate::target::TargetSpec;
+
+/// Kinds of admin fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdminKind {
+    /// Several leader transfers in a row, each to a random ISR member of a random
+    /// partition (`f` `transfer-leaders`).
+    TransferStorm,
+    /// A preferred-leader election of every partition (`f` `elect-preferred`).
+    ElectPreferred,
+    /// Add a replica to a partition, or (when one was added) remove it again
+    /// (`f` `reassign`).
+    Reassign,
+}
+
+/// One thing the nemesis does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `kill`: SIGKILL the target's brokers; with `wipe` (only ever for a one-node
+    /// target) their partition data is wiped before the next `start`.
+    Kill { target: TargetSpec, wipe: bool },
+    /// `start`: restart every killed node.
+    Start,
+    /// `pause`: SIGSTOP the target's brokers.
+    Pause { target: TargetSpec },
+    /// `resume`: SIGCONT every paused node.
+    Resume,
+    /// `start-partition`: all traffic of the shape's grudge.
+    Partition { shape: Shape },
+    /// `stop-partition`: remove this package's cuts.
+    StopPartition,
+    /// `start-partition-ports`: only one listener's port, both ways or one way.
+    PartitionPorts {
+        shape: Shape,
+        ports: Ports,
+        one_way: bool,
+    },
+    /// `stop-partition-ports`: remove this package's cuts.
+    StopPartitionPorts,
+    /// An admin fault (`transfer-leaders`, `elect-preferred`, `reassign`).
+    Admin(AdminKind),
+}
+
+impl Action {
+    /// The history's `f`.
+    pub fn f(&self) -> &'static str {
+        match self {
+            Action::Kill { .. } => "kill",
+            Action::Start => "start",
+            Action::Pause { .. } => "pause",
+            Action::Resume => "resume",
+            Action::Partition { .. } => "start-partition",
+            Action::StopPartition => "stop-partition",
+            Action::PartitionPorts { .. } => "start-partition-ports",
+            Action::StopPartitionPorts => "stop-partition-ports",
+            Action::Admin(AdminKind::TransferStorm) => "transfer-leaders",
+            Action::Admin(AdminKind::ElectPreferred) => "elect-preferred",
+            Action::Admin(AdminKind::Reassign) => "reassign",
+        }
+    }
+
+    /// What it targets as the history's `targets` says it (the spec, not the nodes):
+    /// `"minority"`, `"isolate-controller"`, `"majorities-ring"`, ...; `None` for stops.
+    pub fn targets(&self) -> Option<String> {
+        match self {
+            Action::Kill { target, .. } | Action::Pause { target } => Some(target.to_string()),
+            Action::Partition { shape } | Action::PartitionPorts { shape, .. } => {
+                Some(shape.name())
+            }
+            Action::Admin(_) => Some("partitions".into()),
+            Action::Start | Action::Resume | Action::StopPartition | Action::StopPartitionPorts => {
+                None
+            }
+        }
+    }
+}
+
+/// One step of a package's schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub package: PackageKind,
+    /// Its number within the package's schedule, from 0.
+    pub index: u64,
+    /// How long to wait after the previous step of this package (or the start).
+    pub delay: Duration,
+    pub action: Action,
+    /// The seed of the step's cluster-dependent choices.
+    pub seed: u64,
+}
+
+/// What a package's schedule draws from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleOptions {
+    pub seed: u64,
+    /// Mean time between steps (delays uniform in `0..2×interval`).
+    pub interval: Duration,
+    /// Node targets of kill and pause, and of the role isolations of partitions.
+    pub targets: Vec<TargetSpec>,
+    /// Whether kills may wipe a lone node's partition data.
+    pub wipe: bool,
+}
+
+/// The endless schedule of one package.
+pub struct Schedule {
+    package: PackageKind,
+    options: ScheduleOptions,
+    next: u64,
+}
+
+impl Schedule {
+    pub fn new(package: PackageKind, options: ScheduleOptions) -> Schedule {
+        Schedule {
+            package,
+            options,
+            next: 0,
+        }
+    }
+
+    /// The step numbered `index`: a function of the package, the options and `index`
+    /// alone (the iterator yields `step(0)`, `step(1)`, ...).
+    ///
+    /// Drawn from `Rng::derive(seed, package, index)`, in this order: the delay (uniform
+    /// in `0..2×interval`), the step's seed, then the action's choices. Even steps start
+    /// a fault and odd steps stop it, except for `admin`, whose every step is a uniformly
+    /// chosen [`AdminKind`].
+    ///
+    /// - `kill` / `pause`: a target picked uniformly from the targets
+    ///   ([`ScheduleOptions::effective_targets`]); a kill wipes only when the options
+    ///   allow it, the target is [`TargetSpec::One`] and a 1-in-4 chance says so.
+    /// - `partition`: a shape picked uniformly from [`Shape::defaults`] and
+    ///   `Isolate(t)` for each role target `t`.
+    /// - `partition-ports`: a shape from `One`, `Halves` and `Isolate(t)` for each role
+    ///   target, the metadata or the replication port, and one way with chance 0.3.
+    pub fn step(&self, index: u64) -> Step {
+        let options = &self.options;
+        let mut rng = Rng::derive(options.seed, self.package.name(), index);
+        let delay = uniform_delay(options.interval, rng.unit());
+        let seed = rng.next_u64();
+        let start = index & 1 == 0; // even steps start (no `is_multiple_of`: MSRV 1.80)
+        let action = match self.package {
+            PackageKind::Kill if start => {
+                let target = pick_target(&options.effective_targets(), &mut rng);
+                let wipe = options.wipe && target == TargetSpec::One && rng.chance(0.25);
+                Action::Kill { target, wipe }
+            }
+            PackageKind::Kill => Action::Start,
+            PackageKind::Pause if start => Action::Pause {
+                target: pick_target(&options.effective_targets(), &mut rng),
+            },
+            PackageKind::Pause => Action::Resume,
+            PackageKind::Partition if start => {
+                let mut shapes = Shape::defaults();
+                shapes.extend(options.role_isolations());
+                Action::Partition {
+                    shape: pick_shape(&shapes, &mut rng),
+                }
+            }
+            PackageKind::Partition => Action::StopPartition,
+            PackageKind::PartitionPorts if start => {
+                let mut shapes = vec![Shape::One, Shape::Halves];
+                shapes.extend(options.role_isolations());
+                let shape = pick_shape(&shapes, &mut rng);
+                let ports = if rng.below(2) == 0 {
+                    Ports::Metadata
+                } else {
+                    Ports::Replication
+                };
+                let one_way = rng.chance(0.3);
+                Action::PartitionPorts {
+                    shape,
+                    ports,
+                    one_way,
+                }
+            }
+            PackageKind::PartitionPorts => Action::StopPartitionPorts,
+            PackageKind::Admin => Action::Admin(match rng.below(3) {
+                0 => AdminKind::TransferStorm,
+                1 => AdminKind::ElectPreferred,
+                _ => AdminKind::Reassign,
+            }),
+        };
+        Step {
+            package: self.package,
+            index,
+            delay,
+            action,
+            seed,
+        }
+    }
+}
+
+impl ScheduleOptions {
+    /// The targets steps pick from: [`ScheduleOptions::targets`], or
+    /// [`TargetSpec::defaults`] when that is empty.
+    pub fn effective_targets(&self) -> Vec<TargetSpec> {
+        if self.targets.is_empty() {
+            TargetSpec::defaults()
+        } else {
+            self.targets.clone()
+        }
+    }
+
+    /// `Isolate(t)` for every role target `t` of the effective targets, each once, in
+    /// their order.
+    pub fn role_isolations(&self) -> Vec<Shape> {
+        let mut shapes: Vec<Shape> = Vec::new();
+        for target in self
+            .effective_targets()
+            .into_iter()
+            .filter(TargetSpec::is_role)
+        {
+            let shape = Shape::Isolate(target);
+            if !shapes.contains(&shape) {
+                shapes.push(shape);
+            }
+        }
+        shapes
+    }
+}
+
+/// Uniform in `0..2×interval` for `unit` in `[0, 1)`: never `2×interval` itself, zero
+/// when the interval is zero; saturates for intervals too long to double.
+fn uniform_delay(interval: Duration, unit: f64) -> Duration {
+    let span = interval.saturating_mul(2);
+    if span.is_zero() {
+        return Duration::ZERO;
+    }
+    let delay = Duration::try_from_secs_f64(span.as_secs_f64() * unit).unwrap_or(span);
+    if delay >= span {
+        span.saturating_sub(Duration::from_nanos(1))
+    } else {
+        delay
+    }
+}
+
+/// One of `targets` (never empty: effective targets), `One` otherwise.
+fn pick_target(targets: &[TargetSpec], rng: &mut Rng) -> TargetSpec {
+    rng.pick(targets).cloned().unwrap_or(TargetSpec::One)
+}
+
+/// One of `shapes` (never empty here), `One` otherwise.
+fn pick_shape(shapes: &[Shape], rng: &mut Rng) -> Shape {
+    rng.pick(shapes).cloned().unwrap_or(Shape::One)
+}
+
+impl Iterator for Schedule {
+    type Item = Step;
+
+    /// The next step; the schedule never ends.
+    fn next(&mut self) -> Option<Step> {
+        let step = self.step(self.next);
+        self.next = self.next.wrapping_add(1);
+        Some(step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use proptest::prelude::*;
+
+    fn options(seed: u64) -> ScheduleOptions {
+        ScheduleOptions {
+            seed,
+            interval: Duration::from_secs(10),
+            targets: TargetSpec::defaults(),
+            wipe: true,
+        }
+    }
+
+    fn steps(package: PackageKind, options: ScheduleOptions, n: usize) -> Vec<Step> {
+        Schedule::new(package, options).take(n).collect()
+    }
+
+    #[test]
+    fn same_seed_gives_the_same_steps() {
+        for package in PackageKind::ALL {
+            let a = steps(package, options(42), 50);
+            let b = steps(package, options(42), 50);
+            assert_eq!(a.len(), 50);
+            assert_eq!(a, b, "{package}");
+            for (i, step) in a.iter().enumerate() {
+                assert_eq!(step.index, i as u64);
+                assert_eq!(step.package, package);
+            }
+        }
+    }
+
+    #[test]
+    fn different_seeds_and_packages_differ() {
+        for package in PackageKind::ALL {
+            let a = steps(package, options(1), 50);
+            let b = steps(package, options(2), 50);
+            assert_ne!(a, b, "{package}");
+            let delays: Vec<Duration> = a.iter().map(|s| s.delay).collect();
+            assert_ne!(delays, b.iter().map(|s| s.delay).collect::<Vec<_>>());
+        }
+        let kill: Vec<u64> = steps(PackageKind::Kill, options(1), 20)
+            .iter()
+            .map(|s| s.seed)
+            .collect();
+        let pause: Vec<u64> = steps(PackageKind::Pause, options(1), 20)
+            .iter()
+            .map(|s| s.seed)
+            .collect();
+        assert_ne!(kill, pause);
+        let distinct: BTreeSet<u64> = kill.iter().copied().collect();
+        assert_eq!(distinct.len(), kill.len(), "each step has its own seed");
+    }
+
+    #[test]
+    fn start_and_stop_alternate() {
+        for package in PackageKind::ALL {
+            let info = package.info();
+            for (i, step) in steps(package, options(9), 60).iter().enumerate() {
+                let f = step.action.f();
+                if info.stop.is_empty() {
+                    assert!(info.start.contains(&f), "{package}: {f}");
+                } else if i % 2 == 0 {
+                    assert!(info.start.contains(&f), "{package} step {i}: {f}");
+                    assert!(step.action.targets().is_some());
+                } else {
+                    assert!(info.stop.contains(&f), "{package} step {i}: {f}");
+                    assert!(step.action.targets().is_none());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn delays_are_uniform_around_the_interval() {
+        let interval = Duration::from_millis(500);
+        let opts = ScheduleOptions {
+            interval,
+            ..options(3)
+        };
+        let all = steps(PackageKind::Partition, opts, 4000);
+        assert!(
+            all.iter().all(|s| s.delay < 2 * interval),
+            "within 0..2×interval"
+        );
+        let mean = all.iter().map(|s| s.delay.as_secs_f64()).sum::<f64>() / all.len() as f64;
+        assert!((mean - 0.5).abs() < 0.025, "mean {mean}");
+        let short = all.iter().filter(|s| s.delay < interval / 2).count();
+        assert!(
+            (900..1100).contains(&short),
+            "a quarter below interval/2: {short}"
+        );
+        let zero = ScheduleOptions {
+            interval: Duration::ZERO,
+            ..options(3)
+        };
+        assert!(steps(PackageKind::Kill, zero, 20)
+            .iter()
+            .all(|s| s.delay.is_zero()));
+    }
+
+    #[test]
+    fn uniform_delay_stays_below_twice_the_interval() {
+        let interval = Duration::from_secs(3);
+        assert_eq!(uniform_delay(interval, 0.0), Duration::ZERO);
+        assert_eq!(uniform_delay(interval, 0.5), interval);
+        let top = uniform_delay(interval, 1.0 - f64::EPSILON / 2.0);
+        assert!(top < 2 * interval && top > interval, "{top:?}");
+        assert!(uniform_delay(Duration::MAX, 0.99) <= Duration::MAX);
+    }
+
+    #[test]
+    fn only_lone_node_kills_wipe() {
+        let all = steps(PackageKind::Kill, options(11), 2000);
+        let mut wipes = 0;
+        let mut ones = 0;
+        let mut targets = BTreeSet::new();
+        for step in &all {
+            if let Action::Kill { target, wipe } = &step.action {
+                targets.insert(target.to_string());
+                if *target == TargetSpec::One {
+                    ones += 1;
+                }
+                if *wipe {
+                    assert_eq!(*target, TargetSpec::One);
+                    wipes += 1;
+                }
+            }
+        }
+        assert_eq!(
+            targets.len(),
+            TargetSpec::defaults().len(),
+            "every target: {targets:?}"
+        );
+        assert!(ones > 50, "{ones}");
+        let share = f64::from(wipes) / f64::from(ones);
+        assert!(
+            (0.15..0.35).contains(&share),
+            "{wipes} wipes of {ones} lone kills"
+        );
+        let no_wipe = ScheduleOptions {
+            wipe: false,
+            ..options(11)
+        };
+        assert!(steps(PackageKind::Kill, no_wipe, 400)
+            .iter()
+            .all(|s| !matches!(s.action, Action::Kill { wipe: true, .. })));
+    }
+
+    #[test]
+    fn targets_come_from_the_options_or_the_defaults() {
+        let explicit = TargetSpec::Nodes(vec!["n2".into()]);
+        let opts = ScheduleOptions {
+            targets: vec![TargetSpec::Majority, explicit.clone()],
+            ..options(5)
+        };
+        let mut seen = BTreeSet::new();
+        for step in steps(PackageKind::Pause, opts, 200) {
+            if let Action::Pause { target } = step.action {
+                assert!(
+                    target == TargetSpec::Majority || target == explicit,
+                    "{target}"
+                );
+                seen.insert(target.to_string());
+            }
+        }
+        assert_eq!(seen.len(), 2);
+        let empty = ScheduleOptions {
+            targets: vec![],
+            ..options(5)
+        };
+        assert_eq!(empty.effective_targets(), TargetSpec::defaults());
+        let kills: BTreeSet<String> = steps(PackageKind::Kill, empty, 400)
+            .iter()
+            .filter_map(|s| s.action.targets())
+            .collect();
+        assert_eq!(kills.len(), TargetSpec::defaults().len(), "{kills:?}");
+    }
+
+    #[test]
+    fn partitions_add_isolations_of_role_targets() {
+        let opts = ScheduleOptions {
+            targets: vec![
+                TargetSpec::One,
+                TargetSpec::Controller,
+                TargetSpec::Leaders,
+                TargetSpec::Controller,
+            ],
+            ..options(8)
+        };
+        let names: BTreeSet<String> = steps(PackageKind::Partition, opts.clone(), 600)
+            .iter()
+            .filter_map(|s| s.action.targets())
+            .collect();
+        let expected: BTreeSet<String> = [
+            "halves",
+            "one",
+            "majority",
+            "majorities-ring",
+            "bridge",
+            "isolate-controller",
+            "isolate-leaders",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        assert_eq!(names, expected);
+
+        let mut ports = BTreeSet::new();
+        let mut one_way = 0;
+        let mut starts = 0;
+        let mut shapes = BTreeSet::new();
+        for step in steps(PackageKind::PartitionPorts, opts, 2000) {
+            if let Action::PartitionPorts {
+                shape,
+                ports: p,
+                one_way: w,
+            } = step.action
+            {
+                starts += 1;
+                shapes.insert(shape.name());
+                ports.insert(p.name());
+                one_way += u32::from(w);
+            }
+        }
+        let expected: BTreeSet<String> = ["one", "halves", "isolate-controller", "isolate-leaders"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        assert_eq!(shapes, expected);
+        assert_eq!(ports, BTreeSet::from(["metadata", "replication"]));
+        let share = f64::from(one_way) / f64::from(starts);
+        assert!(
+            (0.25..0.35).contains(&share),
+            "{one_way} of {starts} one way"
+        );
+    }
+
+    #[test]
+    fn admin_steps_are_all_admin_faults() {
+        let mut kinds = Vec::new();
+        for step in steps(PackageKind::Admin, options(4), 300) {
+            let Action::Admin(kind) = step.action else {
+                panic!("{:?}", step.action);
+            };
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        assert_eq!(kinds.len(), 3, "{kinds:?}");
+    }
+
+    proptest! {
+        #[test]
+        fn the_iterator_follows_step_and_delays_stay_in_range(
+            seed in any::<u64>(),
+            millis in 0u64..100_000,
+            skip in 0usize..100,
+        ) {
+            let interval = Duration::from_millis(millis);
+            let opts = ScheduleOptions { seed, interval, ..options(0) };
+            for package in PackageKind::ALL {
+                let schedule = Schedule::new(package, opts.clone());
+                let step = schedule.step(skip as u64);
+                let via_iter = Schedule::new(package, opts.clone()).nth(skip);
+                prop_assert_eq!(Some(step.clone()), via_iter);
+                prop_assert!(step.delay < 2 * interval || interval.is_zero());
+            }
+        }
+    }
+}
