@@ -10,13 +10,18 @@
 //!
 //! Scenarios:
 //! - `recorder`: the recorder alone, two threads recording typical log operations.
-//! - `http-floor`: bare reqwest produces against the trivial broker, nothing recorded: what
-//!   HTTP on loopback costs by itself, the floor under the workloads' figures.
+//! - `http-floor`: bare produces by the workers' own broker client (`BrokerClient`: its
+//!   own HTTP/1.1 on one kept-alive connection per task) against the trivial broker,
+//!   nothing recorded: what HTTP on loopback costs by itself, the floor under the
+//!   workloads' figures.
+//! - `reqwest-floor` (only when named): the same produces by reqwest, the client the
+//!   workers used before, for comparison.
 //! - `log`, `register`: the workers and recorder against the trivial broker, which runs on
 //!   a thread of its own so that the CPU time per operation of each side is printed too
 //!   (a figure that depends much less than ops/s on what else the machine is running).
 //!
-//! `cargo bench -p harness --bench record -- log` runs one scenario.
+//! `cargo bench -p harness --bench record -- log` runs one scenario; with no names, every
+//! scenario but `reqwest-floor` runs.
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -29,6 +34,7 @@ use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use harness::recorder::Recorder;
+use harness::workload::client::BrokerClient;
 use harness::workload::{
     run_workload, stop_signal, Target, TargetNode, WorkloadKind, WorkloadOptions,
 };
@@ -296,9 +302,68 @@ fn bench_workload(runtime: &tokio::runtime::Runtime, workload: WorkloadKind) -> 
     Ok(())
 }
 
-/// The floor under the workloads: bare reqwest produces against the trivial broker, no
-/// history, by as many tasks as the workloads have workers.
+/// The floor under the workloads: bare produces by the workers' own [`BrokerClient`]
+/// (one per task, as each worker has its own) against the trivial broker, no history, by
+/// as many tasks as the workloads have workers.
 fn bench_http_floor(runtime: &tokio::runtime::Runtime) -> Result<(), String> {
+    let broker = start_trivial_broker()?;
+    let target = Target::new(
+        vec![TargetNode {
+            name: "n1".into(),
+            broker_id: 1,
+            client_url: format!("http://{}", broker.address),
+        }],
+        TOPIC,
+        PARTITIONS,
+    )
+    .map_err(|e| e.to_string())?;
+    let target = Arc::new(target);
+    let cpu_before = cpu_seconds("/proc/self/stat");
+    let started = Instant::now();
+    let requests = runtime.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for worker in 0..CONCURRENCY {
+            let mut client = BrokerClient::new(Arc::clone(&target), Duration::from_secs(5), worker)
+                .map_err(|e| e.to_string())?;
+            tasks.spawn(async move {
+                let mut sent = 0i64;
+                while started.elapsed() < RUN_FOR {
+                    let value = json!(worker as i64 + sent * CONCURRENCY as i64);
+                    client
+                        .produce(0, 0, &value)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    sent += 1;
+                }
+                Ok::<u64, String>(sent as u64)
+            });
+        }
+        let mut total = 0;
+        while let Some(done) = tasks.join_next().await {
+            total += done.map_err(|e| e.to_string())??;
+        }
+        Ok::<u64, String>(total)
+    })?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = broker.stop.send(());
+    let broker_cpu = broker
+        .thread
+        .join()
+        .map_err(|_| "the broker thread panicked".to_string())?;
+    let client_cpu = cpu_seconds("/proc/self/stat") - cpu_before - broker_cpu;
+    let requests = requests.max(1) as f64;
+    println!(
+        "http-floor: {:.0} bare produces/s; CPU per request: broker client {:.0} us, trivial broker {:.0} us",
+        requests / elapsed,
+        client_cpu * 1e6 / requests,
+        broker_cpu * 1e6 / requests,
+    );
+    Ok(())
+}
+
+/// [`bench_http_floor`] with reqwest instead of the workers' client: what the transport
+/// the workers used before costs.
+fn bench_reqwest_floor(runtime: &tokio::runtime::Runtime) -> Result<(), String> {
     let broker = start_trivial_broker()?;
     let url = reqwest::Url::parse(&format!(
         "http://{}/v1/topics/{TOPIC}/partitions/0/records",
@@ -344,7 +409,7 @@ fn bench_http_floor(runtime: &tokio::runtime::Runtime) -> Result<(), String> {
     let client_cpu = cpu_seconds("/proc/self/stat") - cpu_before - broker_cpu;
     let requests = requests.max(1) as f64;
     println!(
-        "http-floor: {:.0} bare produces/s; CPU per request: reqwest client {:.0} us, trivial broker {:.0} us",
+        "reqwest-floor: {:.0} bare produces/s; CPU per request: reqwest client {:.0} us, trivial broker {:.0} us",
         requests / elapsed,
         client_cpu * 1e6 / requests,
         broker_cpu * 1e6 / requests,
@@ -443,6 +508,9 @@ fn main() {
     }
     if wanted("http-floor") {
         results.push(("http-floor", bench_http_floor(&runtime)));
+    }
+    if chosen.iter().any(|c| c == "reqwest-floor") {
+        results.push(("reqwest-floor", bench_reqwest_floor(&runtime)));
     }
     for workload in [WorkloadKind::Log, WorkloadKind::Register] {
         if wanted(workload.name()) {

@@ -5,14 +5,26 @@
 //!
 //! One [`BrokerClient`] per worker (DESIGN.md §3: each worker has its own HTTP client and
 //! connections), so a worker's view of the leaders is its own, as a Kafka client's is.
+//!
+//! The HTTP is HTTP/1.1 written and read here, on one kept-alive connection per node
+//! driven by the worker's own task: the recording path's hot loop, where a general client
+//! (reqwest, or hyper underneath it) costs several times the CPU per request of what a
+//! worker needs (`cargo bench -p harness --bench record`, scenarios `http-floor` and
+//! `reqwest-floor`). What it needs is little: one request at a time, requests written
+//! whole, answers delimited by `content-length` or chunked or the connection's end. No
+//! proxy, no redirects, and no request sent twice: the only request sent again, on a new
+//! connection, is one of which not a byte was written.
 
-use super::{Consistency, Target, WorkloadError};
+use super::http1::{error_chain, is_idle, round_trip, Answer, Buffers, Failure};
+use super::{Consistency, Target, TargetNode, WorkloadError};
 use history::Outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
 
 /// The least time between two metadata refreshes of one client: while no leader is known
 /// (an election in progress), requests go round-robin and learn from `not_leader` hints
@@ -230,69 +242,48 @@ impl MetadataReply {
     }
 }
 
-/// A worker's connection to the cluster: an HTTP client and its view of the leaders.
+/// A worker's connection to the cluster: one kept-alive HTTP/1.1 connection per node and
+/// its view of the leaders.
 pub struct BrokerClient {
-    http: reqwest::Client,
     target: Arc<Target>,
-    /// Per node: its `/v1/metadata` URL, and per partition its records URL (parsed once:
-    /// parsing a URL per request is a visible share of the recording path's cost).
-    metadata_urls: Vec<reqwest::Url>,
-    records_urls: Vec<Vec<reqwest::Url>>,
+    /// Per node of `target`, in order.
+    endpoints: Vec<Endpoint>,
+    /// The buffers of the one request in flight, reused by every request.
+    io: Buffers,
     /// Per partition, the index in `target.nodes` of the node believed to lead it.
     leaders: Vec<Option<usize>>,
     /// Where the next round-robin guess or metadata refresh starts.
     next_node: usize,
     last_refresh: Option<Instant>,
     request_timeout: Duration,
+    /// The `timeout_ms` of every produce (see [`BrokerClient::produce`]).
+    broker_timeout_ms: u64,
 }
 
 impl BrokerClient {
     /// A client whose requests each time out after `request_timeout`. Starts at a
-    /// different node per `seed` so workers spread their metadata requests.
+    /// different node per `seed` so workers spread their metadata requests. Connects
+    /// lazily: building a client sends nothing.
     pub fn new(
         target: Arc<Target>,
         request_timeout: Duration,
         seed: usize,
     ) -> Result<BrokerClient, WorkloadError> {
-        let parse = |url: String| {
-            reqwest::Url::parse(&url)
-                .map_err(|e| WorkloadError::Target(format!("bad client URL {url:?}: {e}")))
-        };
-        let mut metadata_urls = Vec::with_capacity(target.nodes.len());
-        let mut records_urls = Vec::with_capacity(target.nodes.len());
-        for (i, node) in target.nodes.iter().enumerate() {
-            metadata_urls.push(parse(format!("{}/v1/metadata", node.base_url()))?);
-            records_urls.push(
-                (0..target.partitions)
-                    .map(|p| parse(target.records_url(i, p)))
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-        }
-        let http = reqwest::Client::builder()
-            // Test traffic goes to the test's nodes, never through a proxy from the
-            // environment.
-            .no_proxy()
-            // One request per operation, as recorded: the client neither follows a
-            // redirect elsewhere nor resends a request on its own (a resent produce would
-            // be an append the history does not show).
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never())
-            .referer(false)
-            .connect_timeout(CONNECT_TIMEOUT.min(request_timeout))
-            .timeout(request_timeout)
-            .tcp_nodelay(true)
-            .build()?;
+        let endpoints = (0..target.nodes.len())
+            .map(|node| Endpoint::new(&target, node))
+            .collect::<Result<Vec<_>, _>>()?;
         let partitions = target.partitions as usize;
         let next_node = seed % target.nodes.len().max(1);
+        let broker_timeout_ms = (request_timeout.as_millis() * 4 / 5).max(1);
         Ok(BrokerClient {
-            http,
             target,
-            metadata_urls,
-            records_urls,
+            endpoints,
+            io: Buffers::new(),
             leaders: vec![None; partitions],
             next_node,
             last_refresh: None,
             request_timeout,
+            broker_timeout_ms: u64::try_from(broker_timeout_ms).unwrap_or(u64::MAX),
         })
     }
 
@@ -329,26 +320,22 @@ impl BrokerClient {
     /// leaders. A node whose answer cannot be read is skipped.
     pub async fn refresh_metadata(&mut self) -> bool {
         self.last_refresh = Some(Instant::now());
-        let count = self.target.nodes.len();
+        let count = self.endpoints.len();
+        let timeout = METADATA_TIMEOUT.min(self.request_timeout);
         for i in 0..count {
             let node = (self.next_node + i) % count;
-            let Some(url) = self.metadata_urls.get(node) else {
+            let Some(endpoint) = self.endpoints.get_mut(node) else {
                 continue;
             };
-            let request = self
-                .http
-                .get(url.clone())
-                .timeout(METADATA_TIMEOUT.min(self.request_timeout));
-            let Ok(response) = request.send().await else {
+            self.io.begin("GET", &endpoint.metadata_path);
+            self.io.finish(&endpoint.host, false);
+            let Ok(answer) = endpoint.exchange(&mut self.io, timeout).await else {
                 continue;
             };
-            if !response.status().is_success() {
+            if !(200..300).contains(&answer.status) {
                 continue;
             }
-            let Ok(bytes) = response.bytes().await else {
-                continue;
-            };
-            let Ok(metadata) = serde_json::from_slice::<MetadataReply>(&bytes) else {
+            let Ok(metadata) = serde_json::from_slice::<MetadataReply>(answer.body) else {
                 continue;
             };
             let leaders = metadata.leaders(&self.target.topic, self.target.partitions);
@@ -378,20 +365,6 @@ impl BrokerClient {
         }
     }
 
-    /// The records URL of `partition` on `node`; a node or partition outside the target is
-    /// a request that cannot be sent (definitely not performed).
-    fn records_url(&self, node: usize, partition: u32) -> Result<reqwest::Url, ClientError> {
-        self.records_urls
-            .get(node)
-            .and_then(|urls| urls.get(partition as usize))
-            .cloned()
-            .ok_or_else(|| {
-                ClientError::ConnectFailed(format!(
-                    "no node {node} or partition {partition} in the target"
-                ))
-            })
-    }
-
     /// `POST .../records` with acks=all: the offset the value was appended at. The broker
     /// is asked to give up a little before this client does, so that a slow replication
     /// ends as the broker's own `timeout` rather than a cut connection.
@@ -401,17 +374,32 @@ impl BrokerClient {
         partition: u32,
         value: &Value,
     ) -> Result<i64, ClientError> {
-        let url = self.records_url(node, partition)?;
-        let broker_timeout_ms = (self.request_timeout.as_millis() * 4 / 5).max(1);
+        let timeout = self.request_timeout;
         let body = ProduceBody {
             value,
             acks: "all",
-            timeout_ms: u64::try_from(broker_timeout_ms).unwrap_or(u64::MAX),
+            timeout_ms: self.broker_timeout_ms,
         };
-        let request = self.http.post(url).json(&body);
-        let result = send::<ProduceReply>(request)
-            .await
-            .map(|reply| reply.offset);
+        let result = match records_endpoint(&mut self.endpoints, node, partition) {
+            Ok((endpoint, p)) => {
+                self.io.json.clear();
+                match serde_json::to_writer(&mut self.io.json, &body) {
+                    Ok(()) => {
+                        self.io.begin("POST", &endpoint.records_paths[p]);
+                        self.io.finish(&endpoint.host, true);
+                        match endpoint.exchange(&mut self.io, timeout).await {
+                            Ok(answer) => answer.parse::<ProduceReply>().map(|r| r.offset),
+                            Err(error) => Err(error),
+                        }
+                    }
+                    // Nothing was sent.
+                    Err(e) => Err(ClientError::ConnectFailed(format!(
+                        "cannot encode the produce: {e}"
+                    ))),
+                }
+            }
+            Err(error) => Err(error),
+        };
         if let Err(error) = &result {
             self.learn(partition, error);
         }
@@ -433,18 +421,25 @@ impl BrokerClient {
         if timeout.is_zero() {
             return Err(ClientError::Timeout);
         }
-        let mut url = self.records_url(node, partition)?;
-        let mut query = String::with_capacity(64);
-        let _ = write!(query, "max={max}");
-        if let Some(offset) = offset {
-            let _ = write!(query, "&offset={offset}");
-        }
-        if consistency == Consistency::Linearizable {
-            query.push_str("&consistency=linearizable");
-        }
-        url.set_query(Some(&query));
-        let request = self.http.get(url).timeout(timeout);
-        let result = send::<ReadReply>(request).await;
+        let result = match records_endpoint(&mut self.endpoints, node, partition) {
+            Ok((endpoint, p)) => {
+                let io = &mut self.io;
+                io.begin("GET", &endpoint.records_paths[p]);
+                let _ = write!(io.request, "?max={max}");
+                if let Some(offset) = offset {
+                    let _ = write!(io.request, "&offset={offset}");
+                }
+                if consistency == Consistency::Linearizable {
+                    io.request.extend_from_slice(b"&consistency=linearizable");
+                }
+                io.finish(&endpoint.host, false);
+                match endpoint.exchange(io, timeout).await {
+                    Ok(answer) => answer.parse::<ReadReply>(),
+                    Err(error) => Err(error),
+                }
+            }
+            Err(error) => Err(error),
+        };
         if let Err(error) = &result {
             self.learn(partition, error);
         }
@@ -452,56 +447,194 @@ impl BrokerClient {
     }
 }
 
-/// Sends a request and reads a 2xx answer as `T` or an error answer as the broker's error
-/// body, classifying everything that can go wrong on the way.
-async fn send<T: serde::de::DeserializeOwned>(
-    request: reqwest::RequestBuilder,
-) -> Result<T, ClientError> {
-    let response = request.send().await.map_err(transport_error)?;
-    let status = response.status().as_u16();
-    let bytes = response.bytes().await.map_err(transport_error)?;
-    if (200..300).contains(&status) {
-        return serde_json::from_slice(&bytes).map_err(|e| ClientError::BadResponse {
-            status,
-            detail: e.to_string(),
-        });
-    }
-    match serde_json::from_slice::<ErrorBody>(&bytes) {
-        Ok(body) => Err(ClientError::Broker {
-            status,
-            code: body.error,
-            message: body.message,
-            leader: body.leader,
-        }),
-        Err(_) => Err(ClientError::BadResponse {
-            status,
-            detail: String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned(),
-        }),
+/// `node`'s endpoint and the index of `partition`'s records path on it; a node or
+/// partition outside the target is a request that cannot be sent (definitely not
+/// performed).
+fn records_endpoint(
+    endpoints: &mut [Endpoint],
+    node: usize,
+    partition: u32,
+) -> Result<(&mut Endpoint, usize), ClientError> {
+    endpoints
+        .get_mut(node)
+        .filter(|endpoint| (partition as usize) < endpoint.records_paths.len())
+        .map(|endpoint| (endpoint, partition as usize))
+        .ok_or_else(|| {
+            ClientError::ConnectFailed(format!(
+                "no node {node} or partition {partition} in the target"
+            ))
+        })
+}
+
+/// Where a node's client listener is, for a connect.
+enum Address {
+    Ip(SocketAddr),
+    /// A host name, resolved at each connect (connects are rare: one per node, plus one
+    /// after each broken connection).
+    Name(String, u16),
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Ip(address) => write!(f, "{address}"),
+            Address::Name(host, port) => write!(f, "{host}:{port}"),
+        }
     }
 }
 
-fn transport_error(error: reqwest::Error) -> ClientError {
-    // Timeout first: a connect that timed out against the overall deadline is also a
-    // timeout, and a timeout is never claimed definite.
-    if error.is_timeout() {
-        ClientError::Timeout
-    } else if error.is_connect() {
-        ClientError::ConnectFailed(error_chain(&error))
-    } else {
-        ClientError::Connection(error_chain(&error))
+/// One node as a client talks to it: its address, its request targets (built once:
+/// building and parsing a URL per request is a visible share of the recording path's
+/// cost), and the kept-alive connection to it.
+struct Endpoint {
+    address: Address,
+    /// The `Host` header: the URL's host and port.
+    host: String,
+    /// Origin-form request targets: `/v1/metadata`, and per partition its records.
+    metadata_path: String,
+    records_paths: Vec<String>,
+    /// `None` until the first request, and after one that did not end with a complete
+    /// answer on a connection that stays open (the next request connects again).
+    connection: Option<TcpStream>,
+}
+
+impl Endpoint {
+    fn new(target: &Target, node: usize) -> Result<Endpoint, WorkloadError> {
+        let parse = |url: String| {
+            reqwest::Url::parse(&url)
+                .map_err(|e| WorkloadError::Target(format!("bad client URL {url:?}: {e}")))
+        };
+        let base = target.nodes.get(node).map_or("", TargetNode::base_url);
+        let metadata = parse(format!("{base}/v1/metadata"))?;
+        let bad = |what: &str| WorkloadError::Target(format!("client URL {base:?} has no {what}"));
+        let host = metadata.host_str().ok_or_else(|| bad("host"))?;
+        let port = metadata
+            .port_or_known_default()
+            .ok_or_else(|| bad("port"))?;
+        let bare_host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let address = match bare_host.parse::<IpAddr>() {
+            Ok(ip) => Address::Ip(SocketAddr::new(ip, port)),
+            Err(_) => Address::Name(bare_host.to_string(), port),
+        };
+        let authority = match metadata.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_string(),
+        };
+        // The parsed URL's path (and query), as reqwest would send it.
+        let origin_form = |url: &reqwest::Url| {
+            let mut path = url.path().to_string();
+            if let Some(query) = url.query() {
+                path.push('?');
+                path.push_str(query);
+            }
+            path
+        };
+        let metadata_path = origin_form(&metadata);
+        let records_paths = (0..target.partitions)
+            .map(|p| Ok(origin_form(&parse(target.records_url(node, p))?)))
+            .collect::<Result<Vec<_>, WorkloadError>>()?;
+        Ok(Endpoint {
+            address,
+            host: authority,
+            metadata_path,
+            records_paths,
+            connection: None,
+        })
+    }
+
+    /// Sends the request in `io` and reads the whole answer within `timeout`, on the
+    /// kept-alive connection if there is one. Sent at most once, as recorded: the only
+    /// request sent again (on a new connection) is one that not a byte of was written
+    /// on the kept connection, found closed by the node while it was idle.
+    async fn exchange<'a>(
+        &mut self,
+        io: &'a mut Buffers,
+        timeout: Duration,
+    ) -> Result<Answer<'a>, ClientError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut kept = self.connection.take().filter(is_idle);
+        loop {
+            let reused = kept.is_some();
+            let mut stream = match kept.take() {
+                Some(stream) => stream,
+                None => self.connect(deadline).await?,
+            };
+            let round_trip = round_trip(&mut stream, &io.request, &mut io.answer);
+            match tokio::time::timeout_at(deadline, round_trip).await {
+                // The connection is dropped with the request in flight: it cannot be used
+                // again.
+                Err(_) => return Err(ClientError::Timeout),
+                Ok(Ok(framing)) => {
+                    if framing.keep_alive {
+                        self.connection = Some(stream);
+                    }
+                    return Ok(io.answer.answer(&framing));
+                }
+                Ok(Err(Failure::NotSent(_))) if reused => {}
+                Ok(Err(Failure::NotSent(detail) | Failure::Failed(detail))) => {
+                    return Err(ClientError::Connection(detail))
+                }
+            }
+        }
+    }
+
+    /// A new connection, made within [`CONNECT_TIMEOUT`] and `deadline`. Every failure
+    /// here is [`ClientError::ConnectFailed`]: nothing was sent on it.
+    async fn connect(&self, deadline: tokio::time::Instant) -> Result<TcpStream, ClientError> {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let limit = CONNECT_TIMEOUT.min(left);
+        let connecting = async {
+            match &self.address {
+                Address::Ip(address) => TcpStream::connect(address).await,
+                Address::Name(host, port) => TcpStream::connect((host.as_str(), *port)).await,
+            }
+        };
+        match tokio::time::timeout(limit, connecting).await {
+            Ok(Ok(stream)) => {
+                // Requests are whole when written: Nagle's algorithm would only delay them.
+                let _ = stream.set_nodelay(true);
+                Ok(stream)
+            }
+            Ok(Err(e)) => Err(ClientError::ConnectFailed(format!(
+                "{}: {}",
+                self.address,
+                error_chain(&e)
+            ))),
+            Err(_) => Err(ClientError::ConnectFailed(format!(
+                "{}: no connection within {} ms",
+                self.address,
+                limit.as_millis()
+            ))),
+        }
     }
 }
 
-/// The error and its sources on one line (reqwest's own message is only the outermost).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
+impl Answer<'_> {
+    /// A 2xx answer as `T`, or an error answer as the broker's error body.
+    fn parse<T: serde::de::DeserializeOwned>(self) -> Result<T, ClientError> {
+        let Answer { status, body } = self;
+        if (200..300).contains(&status) {
+            return serde_json::from_slice(body).map_err(|e| ClientError::BadResponse {
+                status,
+                detail: e.to_string(),
+            });
+        }
+        match serde_json::from_slice::<ErrorBody>(body) {
+            Ok(error) => Err(ClientError::Broker {
+                status,
+                code: error.error,
+                message: error.message,
+                leader: error.leader,
+            }),
+            Err(_) => Err(ClientError::BadResponse {
+                status,
+                detail: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+            }),
+        }
     }
-    text
 }
 
 #[cfg(test)]
@@ -516,6 +649,246 @@ mod tests {
             message: String::new(),
             leader: None,
         }
+    }
+
+    /// What a scripted node does with each request it reads, in order over all its
+    /// connections.
+    enum Step {
+        Answer(String),
+        /// The answer in pieces, a little apart.
+        Pieces(Vec<&'static str>),
+        /// Answers, then closes the connection.
+        AnswerAndClose(String),
+        /// Closes the connection without answering.
+        Close,
+        /// Never answers, and keeps the connection open.
+        Hang,
+    }
+
+    /// A node on 127.0.0.1 that reads whole requests and plays `steps` to them; counts
+    /// the connections it accepted and keeps the requests' text.
+    struct ScriptedNode {
+        address: SocketAddr,
+        accepted: Arc<std::sync::atomic::AtomicUsize>,
+        requests: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    fn read_request(stream: &mut std::net::TcpStream) -> Option<String> {
+        use std::io::Read;
+        let mut data = Vec::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&data[..end]).to_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|l| l.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if data.len() >= end + 4 + length {
+                    return Some(String::from_utf8_lossy(&data).into_owned());
+                }
+            }
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => data.extend_from_slice(&buffer[..n]),
+            }
+        }
+    }
+
+    fn scripted_node(steps: Vec<Step>) -> ScriptedNode {
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let node = ScriptedNode {
+            address,
+            accepted: Arc::default(),
+            requests: Arc::default(),
+        };
+        let (accepted, requests) = (Arc::clone(&node.accepted), Arc::clone(&node.requests));
+        std::thread::spawn(move || {
+            let mut steps = steps.into_iter();
+            // Connections left unanswered, open.
+            let mut held = Vec::new();
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut hung = false;
+                while let Some(request) = read_request(&mut stream) {
+                    requests.lock().unwrap().push(request);
+                    match steps.next() {
+                        None => return,
+                        Some(Step::Answer(text)) => {
+                            let _ = stream.write_all(text.as_bytes());
+                        }
+                        Some(Step::Pieces(pieces)) => {
+                            for piece in pieces {
+                                let _ = stream.write_all(piece.as_bytes());
+                                let _ = stream.flush();
+                                std::thread::sleep(Duration::from_millis(15));
+                            }
+                        }
+                        Some(Step::AnswerAndClose(text)) => {
+                            let _ = stream.write_all(text.as_bytes());
+                            break;
+                        }
+                        Some(Step::Close) => break,
+                        Some(Step::Hang) => {
+                            hung = true;
+                            break;
+                        }
+                    }
+                }
+                if hung {
+                    held.push(stream);
+                }
+            }
+        });
+        node
+    }
+
+    fn client_of(address: SocketAddr, timeout: Duration) -> BrokerClient {
+        let node = TargetNode {
+            name: "n1".into(),
+            broker_id: 1,
+            client_url: format!("http://{address}/"),
+        };
+        let target = Target::new(vec![node], "t", 2).unwrap();
+        BrokerClient::new(Arc::new(target), timeout, 0).unwrap()
+    }
+
+    /// An answer with `status` (and its reason), `headers` (each ending in CRLF) and
+    /// `body`, its length given.
+    fn answer(status: &str, headers: &str, body: &str) -> String {
+        format!(
+            "HTTP/1.1 {status}\r\n{headers}content-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    fn offset_7() -> String {
+        answer(
+            "200 OK",
+            "content-type: application/json\r\n",
+            r#"{"offset":7}"#,
+        )
+    }
+
+    #[tokio::test]
+    async fn requests_share_one_kept_connection_and_are_what_the_broker_expects() {
+        let node = scripted_node(vec![
+            Step::Answer(offset_7()),
+            Step::Pieces(vec![
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n",
+                "\r\n28\r\n{\"records\": [{\"offset\": 3, \"valu",
+                "e\": 30}]\r\n12\r\n, \"high_watermark\"\r\n",
+                "4\r\n: 4}\r\n0\r\n\r\n",
+            ]),
+            Step::Answer(answer(
+                "200 OK",
+                "",
+                r#"{"topics": [{"topic": "t", "partitions": [{"partition": 1, "leader": 1}]}]}"#,
+            )),
+        ]);
+        let mut client = client_of(node.address, Duration::from_secs(2));
+        assert_eq!(client.produce(0, 1, &json!(17)).await, Ok(7));
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let lin = Consistency::Linearizable;
+        let reply = client.read(0, 1, Some(3), 10, lin, deadline).await.unwrap();
+        assert_eq!(
+            reply.records,
+            vec![ReadRecord {
+                offset: 3,
+                value: json!(30)
+            }]
+        );
+        assert_eq!(reply.high_watermark, 4);
+        assert!(client.refresh_metadata().await);
+        assert_eq!(client.route(1).await, 0);
+        assert_eq!(node.accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let requests = node.requests.lock().unwrap().clone();
+        let host = format!("host: {}", node.address);
+        let produce = &requests[0];
+        assert!(produce.starts_with("POST /v1/topics/t/partitions/1/records HTTP/1.1\r\n"));
+        assert!(produce.contains(&host) && produce.contains("content-type: application/json"));
+        let body = produce.split("\r\n\r\n").nth(1).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(body).unwrap(),
+            json!({"value": 17, "acks": "all", "timeout_ms": 1600})
+        );
+        assert!(requests[1].starts_with(
+            "GET /v1/topics/t/partitions/1/records?max=10&offset=3&consistency=linearizable HTTP/1.1\r\n"
+        ));
+        assert!(requests[2].starts_with("GET /v1/metadata HTTP/1.1\r\n"));
+        assert!(requests[1].contains(&host) && requests[2].contains(&host));
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_node_closed_is_replaced_without_an_error() {
+        let node = scripted_node(vec![
+            Step::AnswerAndClose(offset_7()),
+            Step::Answer(offset_7()),
+            Step::Answer(answer("200 OK", "connection: close\r\n", r#"{"offset":7}"#)),
+            Step::Answer(offset_7()),
+        ]);
+        let mut client = client_of(node.address, Duration::from_secs(2));
+        for _ in 0..2 {
+            assert_eq!(client.produce(0, 0, &json!(1)).await, Ok(7));
+            // Time for the node's close to arrive.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(client.produce(0, 0, &json!(1)).await, Ok(7));
+        assert_eq!(client.produce(0, 0, &json!(1)).await, Ok(7));
+        assert_eq!(node.accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(node.requests.lock().unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn failures_are_classified_by_what_may_have_been_sent() {
+        let node = scripted_node(vec![
+            Step::Close,
+            Step::Hang,
+            Step::Answer(answer(
+                "421 Misdirected Request",
+                "",
+                r#"{"error": "not_leader", "message": "not me", "leader": 1}"#,
+            )),
+            Step::Answer(answer("500 Internal Server Error", "", "oops")),
+            Step::Answer(answer("200 OK", "", r#"{"offs"#)),
+            // Twelve bytes promised, five sent.
+            Step::AnswerAndClose("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n{\"off".into()),
+        ]);
+        let mut client = client_of(node.address, Duration::from_millis(300));
+        let closed = client.produce(0, 0, &json!(1)).await.unwrap_err();
+        assert!(matches!(closed, ClientError::Connection(_)), "{closed:?}");
+        assert_eq!(closed.write_outcome(), Outcome::Info);
+        assert_eq!(
+            client.produce(0, 0, &json!(2)).await,
+            Err(ClientError::Timeout)
+        );
+        let not_leader = client.produce(0, 0, &json!(3)).await.unwrap_err();
+        assert_eq!(not_leader.code(), "not_leader");
+        assert_eq!(not_leader.write_outcome(), Outcome::Fail);
+        let bare_500 = client.produce(0, 0, &json!(4)).await.unwrap_err();
+        assert_eq!(bare_500.code(), "http_500");
+        let unreadable = client.produce(0, 0, &json!(5)).await.unwrap_err();
+        assert_eq!(unreadable.code(), "bad_response");
+        // The answer stops short and the node goes away: may have happened.
+        let cut = client.produce(0, 0, &json!(6)).await.unwrap_err();
+        assert!(matches!(cut, ClientError::Connection(_)), "{cut:?}");
+        // Out of the target: nothing sent.
+        let nowhere = client.produce(5, 0, &json!(7)).await.unwrap_err();
+        assert_eq!(nowhere.write_outcome(), Outcome::Fail);
+        // Nothing listens: nothing sent.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let mut refused = client_of(port, Duration::from_millis(300));
+        let error = refused.produce(0, 0, &json!(8)).await.unwrap_err();
+        assert!(matches!(error, ClientError::ConnectFailed(_)), "{error:?}");
+        assert_eq!(error.code(), "connect_failed");
+        assert_eq!(error.write_outcome(), Outcome::Fail);
     }
 
     #[test]

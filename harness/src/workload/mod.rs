@@ -19,6 +19,7 @@
 //! rather than being left open.
 
 pub mod client;
+pub(crate) mod http1;
 pub mod log;
 pub mod register;
 
