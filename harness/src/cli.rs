@@ -107,9 +107,26 @@ pub struct TestArgs {
     #[arg(long, default_value = "log", value_name = "log|register")]
     pub workload: crate::workload::WorkloadKind,
 
-    /// Faults to inject; `none` (faults arrive with the nemesis).
-    #[arg(long, default_value = "none", value_name = "LIST|none")]
+    /// Faults to inject: a comma-separated list of `kill`, `pause`, `partition`,
+    /// `partition-ports` and `admin`; `all` for every one, `none` for none.
+    #[arg(long, default_value = "none", value_name = "LIST|all|none")]
     pub nemesis: String,
+
+    /// Mean seconds between two steps of each fault package (each delay is uniform in
+    /// 0 to twice this).
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub nemesis_interval: f64,
+
+    /// Whom kills, pauses and role isolations hit, comma-separated: `one`, `minority`,
+    /// `majority`, `all`, `leaders`, `controller`, `meta-leader`, or nodes joined by `+`
+    /// (`n1+n3`). Default: every kind but explicit nodes.
+    #[arg(long, value_name = "LIST")]
+    pub nemesis_targets: Option<String>,
+
+    /// Whether single-node kills sometimes restart the node with its partition data
+    /// wiped (the metadata quorum's files are kept).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub nemesis_wipe: bool,
 
     /// Seconds the clients run.
     #[arg(long, default_value_t = 60.0, value_name = "SECS")]

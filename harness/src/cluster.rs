@@ -6,10 +6,11 @@
 //! `data/`, `broker.log`), and the settings of `--broker-config KEY=VALUE`, where a
 //! dotted key names a table (`metadata.session_timeout_ms=3000`).
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -61,8 +62,6 @@ pub struct ClusterNode {
     pub address: IpAddr,
     /// The node's folder on the node.
     pub dir: PathBuf,
-    /// The broker's pid while it runs.
-    pub pid: Option<u32>,
 }
 
 impl ClusterNode {
@@ -77,13 +76,25 @@ impl ClusterNode {
     pub fn log_file(&self) -> PathBuf {
         self.dir.join("broker.log")
     }
+
+    /// The broker's data directory (`data_dir` of its node.toml).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
 }
 
 /// The brokers of a test and how to act on them.
+///
+/// Shared (`&self` throughout, e.g. in an `Arc`) by the workload phase, the nemesis and
+/// the runner: the pids of the running brokers sit behind a lock of their own, held only
+/// to read or record a pid, never across an await.
 pub struct Cluster {
     pub backend: Arc<dyn Backend>,
     pub spec: ClusterSpec,
     pub nodes: Vec<ClusterNode>,
+    /// Node name → the pid of its broker, while it runs (as far as the harness knows:
+    /// a broker that exits on its own keeps its entry; see [`Cluster::is_running`]).
+    pids: Mutex<BTreeMap<String, u32>>,
     http: reqwest::Client,
 }
 
@@ -198,13 +209,13 @@ impl Cluster {
                 name,
                 broker_id: u32::try_from(i + 1).unwrap_or(u32::MAX),
                 address,
-                pid: None,
             });
         }
         Ok(Cluster {
             backend,
             spec,
             nodes,
+            pids: Mutex::new(BTreeMap::new()),
             http: reqwest::Client::builder()
                 .no_proxy()
                 .timeout(Duration::from_secs(5))
@@ -232,6 +243,28 @@ impl Cluster {
 
     pub fn node(&self, name: &str) -> Option<&ClusterNode> {
         self.nodes.iter().find(|n| n.name == name)
+    }
+
+    fn pids(&self) -> MutexGuard<'_, BTreeMap<String, u32>> {
+        // The map stays consistent whatever panicked while holding the lock.
+        self.pids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The pid of `name`'s broker, if the harness started it and has not killed or
+    /// stopped it since.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.pids().get(name).copied()
+    }
+
+    /// Whether `name`'s broker runs: started, not killed, and not exited on its own (a
+    /// paused broker runs).
+    pub async fn is_running(&self, name: &str) -> bool {
+        match self.pid(name) {
+            Some(pid) => self.backend.is_running(name, pid).await.unwrap_or(false),
+            None => false,
+        }
     }
 
     /// The node.toml of `node`.
@@ -297,7 +330,7 @@ impl Cluster {
     }
 
     /// Writes every node's configuration and starts every broker.
-    pub async fn start(&mut self) -> Result<(), ClusterError> {
+    pub async fn start(&self) -> Result<(), ClusterError> {
         for i in 0..self.nodes.len() {
             let node = self.nodes[i].clone();
             let config = self.node_config(&node)?;
@@ -325,8 +358,9 @@ impl Cluster {
         Ok(())
     }
 
-    /// Starts (or restarts) one node's broker on its existing files.
-    pub async fn start_node(&mut self, name: &str) -> Result<u32, ClusterError> {
+    /// Starts (or restarts) one node's broker on its existing files. The caller makes sure
+    /// it is not running already (two brokers cannot share the node's ports).
+    pub async fn start_node(&self, name: &str) -> Result<u32, ClusterError> {
         let node = self
             .node(name)
             .cloned()
@@ -340,61 +374,67 @@ impl Cluster {
             .backend
             .spawn_daemon(&node.name, &argv, &node.log_file())
             .await?;
-        if let Some(n) = self.nodes.iter_mut().find(|n| n.name == name) {
-            n.pid = Some(pid);
-        }
+        self.pids().insert(node.name, pid);
         Ok(pid)
     }
 
     /// Sends `signal` to a node's broker.
     pub async fn signal(&self, name: &str, signal: Signal) -> Result<(), ClusterError> {
-        let node = self
-            .node(name)
-            .ok_or_else(|| ClusterError::NotServing(format!("no node {name}")))?;
-        if let Some(pid) = node.pid {
+        if self.node(name).is_none() {
+            return Err(ClusterError::NotServing(format!("no node {name}")));
+        }
+        if let Some(pid) = self.pid(name) {
             self.backend.signal(name, pid, signal).await?;
         }
         Ok(())
     }
 
-    /// SIGKILL; the node keeps its files.
-    pub async fn kill_node(&mut self, name: &str) -> Result<(), ClusterError> {
+    /// SIGKILL; the node keeps its files. The broker is forgotten at once (a
+    /// [`Cluster::start_node`] may follow as soon as [`Cluster::is_running`] of the old
+    /// pid is false: see [`Cluster::wait_exited`]).
+    pub async fn kill_node(&self, name: &str) -> Result<(), ClusterError> {
         self.signal(name, Signal::Kill).await?;
-        if let Some(n) = self.nodes.iter_mut().find(|n| n.name == name) {
-            n.pid = None;
-        }
+        self.pids().remove(name);
         Ok(())
     }
 
-    /// Stops every broker: SIGTERM, then SIGKILL for any still running after `grace`.
-    pub async fn stop(&mut self, grace: Duration) -> Result<(), ClusterError> {
-        for node in &self.nodes {
-            if let Some(pid) = node.pid {
-                let _ = self.backend.signal(&node.name, pid, Signal::Cont).await;
-                let _ = self.backend.signal(&node.name, pid, Signal::Term).await;
+    /// Waits (up to `timeout`) until the process `pid` of `name` is gone; whether it is.
+    pub async fn wait_exited(&self, name: &str, pid: u32, timeout: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            match self.backend.is_running(name, pid).await {
+                Ok(false) | Err(_) => return true,
+                Ok(true) if start.elapsed() >= timeout => return false,
+                Ok(true) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
+    }
+
+    /// Stops every broker: SIGTERM, then SIGKILL for any still running after `grace`.
+    pub async fn stop(&self, grace: Duration) -> Result<(), ClusterError> {
+        let running: Vec<(String, u32)> = self
+            .pids()
+            .iter()
+            .map(|(name, pid)| (name.clone(), *pid))
+            .collect();
+        for (name, pid) in &running {
+            let _ = self.backend.signal(name, *pid, Signal::Cont).await;
+            let _ = self.backend.signal(name, *pid, Signal::Term).await;
+        }
         let deadline = Instant::now() + grace;
-        for node in &mut self.nodes {
-            let Some(pid) = node.pid else { continue };
+        for (name, pid) in running {
             while Instant::now() < deadline
-                && self
-                    .backend
-                    .is_running(&node.name, pid)
-                    .await
-                    .unwrap_or(false)
+                && self.backend.is_running(&name, pid).await.unwrap_or(false)
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            if self
-                .backend
-                .is_running(&node.name, pid)
-                .await
-                .unwrap_or(false)
-            {
-                let _ = self.backend.signal(&node.name, pid, Signal::Kill).await;
+            if self.backend.is_running(&name, pid).await.unwrap_or(false) {
+                let _ = self.backend.signal(&name, pid, Signal::Kill).await;
             }
-            node.pid = None;
+            let mut pids = self.pids();
+            if pids.get(&name) == Some(&pid) {
+                pids.remove(&name);
+            }
         }
         Ok(())
     }
@@ -412,6 +452,16 @@ impl Cluster {
             }
         }
         None
+    }
+
+    /// Whether `name`'s client listener answers `GET /v1/metadata?consistency=local`
+    /// (the broker runs, is not paused, and its control plane is up).
+    pub async fn node_answers(&self, name: &str) -> bool {
+        let Some(node) = self.node(name) else {
+            return false;
+        };
+        let url = format!("{}/v1/metadata?consistency=local", node.client_url());
+        matches!(self.http.get(url).send().await, Ok(r) if r.status().is_success())
     }
 
     /// Waits until a controller is elected and every node is registered.

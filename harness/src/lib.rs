@@ -6,6 +6,8 @@
 //! - [`backend`]: where a test's nodes live (the `Backend` trait, the netns backend).
 //! - [`clean`]: `harness clean`, removing what crashed runs left behind.
 //! - [`cluster`]: the brokers of a test: binary, `node.toml`s, start, stop, logs.
+//! - [`faults`]: the nemesis's hold on a real test: its `ClusterControl` on the cluster
+//!   and backend, its `Journal` on the history recorder.
 //! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder.
 //!
 //! Architecture invariant: judging lives in `checkers`, formats in `history`; this crate
@@ -17,6 +19,7 @@ pub mod clean;
 pub mod cli;
 pub mod cluster;
 pub mod export;
+pub mod faults;
 pub mod generator;
 pub mod recorder;
 pub mod test_run;

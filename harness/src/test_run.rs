@@ -2,13 +2,18 @@
 //!
 //! Phases: build (or take) the broker → create the run folder and `test.json` → set up
 //! the nodes (backend) → start the brokers and wait until the cluster serves → run the
-//! workload, streaming `history.jsonl` → heal → wait for recovery → availability probe
-//! (every partition must accept a write within [`AVAILABILITY_BOUND`]) → final reads →
-//! stop the brokers, collect their logs → check → `results.json`, a summary, and the last
-//! two lines `run: <folder>` and `verdict: <verdict>`.
+//! workload, streaming `history.jsonl`, and the nemesis (`--nemesis`) beside it → when
+//! the time limit ends, stop the nemesis and heal everything (every cut removed, paused
+//! brokers resumed, killed ones restarted) → verify the cluster serves again (every node
+//! registered and answering, every partition led by a caught-up leader) → availability
+//! probe (every partition must accept a write within [`AVAILABILITY_BOUND`]) → final
+//! reads → stop the brokers, collect their logs → check → `results.json`, a summary, and
+//! the last two lines `run: <folder>` and `verdict: <verdict>`.
 //!
-//! The backend is torn down whatever happens (error, panic, Ctrl-C: the netns backend's
-//! guard and signal handler), so nothing is left on the host.
+//! Healing is guaranteed: a phase that fails heals before the brokers are stopped, and
+//! the backend is torn down whatever happens (error, panic, Ctrl-C: the netns backend's
+//! guard and signal handler kill the brokers and remove the namespaces with their
+//! rules), so nothing is left on the host.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,14 +23,18 @@ use anyhow::{bail, Context, Result};
 use checkers::{Results, Verdict};
 use history::Outcome;
 use indicatif::{ProgressBar, ProgressStyle};
+use nemesis::schedule::ScheduleOptions;
+use nemesis::{Nemesis, NemesisOptions, PackageKind, TargetSpec};
 use serde::Serialize;
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 use crate::backend::netns::{self, NetnsBackend};
-use crate::backend::Backend;
+use crate::backend::{Backend, Signal};
 use crate::check::{self, CheckModel, CheckSettings};
 use crate::cli::TestArgs;
 use crate::cluster::{self, Cluster, ClusterSpec};
+use crate::faults::{ClusterFaults, HistoryJournal, NemesisTally};
 use crate::recorder::Recorder;
 use crate::workload::client::BrokerClient;
 use crate::workload::{self, Target, WorkloadKind, WorkloadOptions};
@@ -38,6 +47,12 @@ const SERVING_TIMEOUT: Duration = Duration::from_secs(90);
 pub const AVAILABILITY_BOUND: Duration = Duration::from_secs(30);
 /// How long the final reads may take.
 const FINAL_READS_TIMEOUT: Duration = Duration::from_secs(60);
+/// After the final heal, how long the cluster may take to serve again: every node
+/// registered and answering, every partition led by a caught-up leader. Generous: a
+/// restarted broker must rejoin the quorum, and a wiped one re-replicate its partitions.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(120);
+/// Bounds the heal after a failed phase (the brokers are stopped next anyway).
+const EMERGENCY_HEAL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Runs `harness test`; returns the exit code (0 valid, 1 invalid, 2 unknown).
 pub fn run(args: &TestArgs) -> Result<i32> {
@@ -56,12 +71,7 @@ fn validate(args: &TestArgs) -> Result<()> {
             args.backend
         );
     }
-    if args.nemesis != "none" {
-        bail!(
-            "--nemesis {:?}: only `none` exists so far (faults come with the nemesis issue)",
-            args.nemesis
-        );
-    }
+    NemesisChoice::parse(args)?;
     if args.replication_factor > args.nodes {
         bail!(
             "--replication-factor {} is more than the {} nodes",
@@ -98,7 +108,13 @@ struct TestRecord<'a> {
     seed: u64,
     nodes: u32,
     workload: String,
+    /// `--nemesis` as given.
     nemesis: &'a str,
+    /// The packages it names.
+    nemesis_packages: Vec<&'static str>,
+    nemesis_interval_secs: f64,
+    nemesis_targets: Vec<String>,
+    nemesis_wipe: bool,
     time_limit_secs: f64,
     concurrency: usize,
     rate: f64,
@@ -124,8 +140,104 @@ struct RunStats {
     info: u64,
     ops_per_sec: f64,
     recovery_secs: f64,
+    /// Whether the cluster served again after the final heal within [`RECOVERY_TIMEOUT`].
+    recovered: bool,
+    /// What was still wrong when it did not.
+    recovery_problem: Option<String>,
     availability: Vec<PartitionAvailability>,
     final_reads_complete: bool,
+    /// What the nemesis did (absent with `--nemesis none`).
+    nemesis: Option<NemesisTally>,
+    /// Faults the final heal could not undo (empty when it healed everything).
+    nemesis_unhealed: Vec<String>,
+}
+
+/// The validated `--nemesis*` options.
+#[derive(Debug, Clone)]
+struct NemesisChoice {
+    packages: Vec<PackageKind>,
+    interval: Duration,
+    targets: Vec<TargetSpec>,
+    wipe: bool,
+}
+
+impl NemesisChoice {
+    /// Parses and checks `--nemesis`, `--nemesis-interval`, `--nemesis-targets` (explicit
+    /// nodes must be among the test's `--nodes`) and `--nemesis-wipe`.
+    fn parse(args: &TestArgs) -> Result<NemesisChoice> {
+        let packages = PackageKind::parse_list(&args.nemesis)
+            .map_err(|reason| anyhow::anyhow!("--nemesis {:?}: {reason}", args.nemesis))?;
+        if !(args.nemesis_interval.is_finite() && args.nemesis_interval > 0.0) {
+            bail!(
+                "--nemesis-interval {}: must be a positive number of seconds",
+                args.nemesis_interval
+            );
+        }
+        let targets = match &args.nemesis_targets {
+            None => TargetSpec::defaults(),
+            Some(list) => {
+                let targets = TargetSpec::parse_list(list)
+                    .map_err(|e| anyhow::anyhow!("--nemesis-targets {list:?}: {e}"))?;
+                if targets.is_empty() {
+                    bail!("--nemesis-targets {list:?}: names no target");
+                }
+                targets
+            }
+        };
+        let nodes: Vec<String> = (1..=args.nodes).map(|i| format!("n{i}")).collect();
+        for target in &targets {
+            if let TargetSpec::Nodes(named) = target {
+                if let Some(stranger) = named.iter().find(|node| !nodes.contains(node)) {
+                    bail!(
+                        "--nemesis-targets: no node {stranger} in a test of {} nodes (n1..n{})",
+                        args.nodes,
+                        args.nodes
+                    );
+                }
+            }
+        }
+        Ok(NemesisChoice {
+            packages,
+            interval: Duration::from_secs_f64(args.nemesis_interval),
+            targets,
+            wipe: args.nemesis_wipe,
+        })
+    }
+
+    fn package_names(&self) -> Vec<&'static str> {
+        self.packages.iter().map(|p| p.name()).collect()
+    }
+
+    /// `--nemesis` as the reproduce command gives it.
+    fn list(&self) -> String {
+        if self.packages.is_empty() {
+            "none".into()
+        } else {
+            self.package_names().join(",")
+        }
+    }
+
+    fn target_names(&self) -> Vec<String> {
+        self.targets.iter().map(ToString::to_string).collect()
+    }
+
+    fn options(&self, seed: u64) -> NemesisOptions {
+        NemesisOptions {
+            packages: self.packages.clone(),
+            schedule: ScheduleOptions {
+                seed,
+                interval: self.interval,
+                targets: self.targets.clone(),
+                wipe: self.wipe,
+            },
+        }
+    }
+}
+
+/// The nemesis of a running test, and the journal that counts what it did.
+struct Faults {
+    nemesis: Nemesis,
+    journal: Arc<HistoryJournal>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -137,6 +249,7 @@ struct PartitionAvailability {
 }
 
 async fn run_test(args: &TestArgs) -> Result<i32> {
+    let choice = NemesisChoice::parse(args)?;
     let seed = args.seed.unwrap_or_else(random_seed);
     let name = args
         .name
@@ -158,11 +271,15 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
     let run_dir = create_run_dir(&args.store, &name)?;
     let record = TestRecord {
         name: &name,
-        command: reproduce_command(args, seed),
+        command: reproduce_command(args, &choice, seed),
         seed,
         nodes: args.nodes,
         workload: args.workload.to_string(),
         nemesis: &args.nemesis,
+        nemesis_packages: choice.package_names(),
+        nemesis_interval_secs: choice.interval.as_secs_f64(),
+        nemesis_targets: choice.target_names(),
+        nemesis_wipe: choice.wipe,
         time_limit_secs: args.time_limit,
         concurrency: args.concurrency,
         rate: args.rate,
@@ -187,7 +304,7 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
             .context("cannot set up the nodes")?,
     );
     let dyn_backend: Arc<dyn Backend> = backend.clone();
-    let outcome = run_phases(args, seed, &run_dir, broker_bin, dyn_backend).await;
+    let outcome = run_phases(args, &choice, seed, &run_dir, broker_bin, dyn_backend).await;
     let teardown = backend.teardown().await;
     let stats = outcome?;
     teardown.context("tearing down the nodes")?;
@@ -212,6 +329,15 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
     update_latest(&args.store, &name, &run_dir);
     check::print_summary(&outcome);
     print_availability(&stats);
+    if let Some(tally) = &stats.nemesis {
+        println!("{}", tally.summary_line());
+    }
+    if !stats.nemesis_unhealed.is_empty() {
+        println!(
+            "warning: the final heal left faults in place: {}",
+            stats.nemesis_unhealed.join("; ")
+        );
+    }
     println!(
         "{} ops in {:.1} s ({:.0} ops/s): {} ok, {} fail, {} info; cluster serving after {:.2} s",
         stats.ops,
@@ -229,6 +355,7 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
 
 async fn run_phases(
     args: &TestArgs,
+    choice: &NemesisChoice,
     seed: u64,
     run_dir: &Path,
     broker_bin: PathBuf,
@@ -242,7 +369,9 @@ async fn run_phases(
         settings: args.broker_config.clone(),
         root: nodes_dir.clone(),
     };
-    let mut cluster = Cluster::new(backend.clone(), spec)?;
+    let cluster = Arc::new(Cluster::new(backend.clone(), spec)?);
+    // Set once the history is being recorded; the error path below heals through it.
+    let mut faults: Option<Faults> = None;
     let started = Instant::now();
     let result = async {
         cluster.start().await?;
@@ -266,12 +395,41 @@ async fn run_phases(
         options.concurrency = args.concurrency;
         options.rate = args.rate;
         options.time_limit = Duration::from_secs_f64(args.time_limit);
+        if !choice.packages.is_empty() {
+            let control = Arc::new(ClusterFaults::new(Arc::clone(&cluster))?);
+            let journal = Arc::new(HistoryJournal::new(recorder.clone()));
+            let nemesis = Nemesis::new(choice.options(seed), control, journal.clone());
+            eprintln!(
+                "nemesis: {} every ~{:.1} s at {}",
+                choice.list(),
+                choice.interval.as_secs_f64(),
+                choice.target_names().join(",")
+            );
+            faults = Some(Faults { nemesis, journal });
+        }
 
+        // The workload and the nemesis side by side; the nemesis stops when the
+        // workload's time is up (its step in progress finishes first).
         let progress = spawn_progress(&recorder, options.time_limit);
         let (_stopper, stop) = workload::stop_signal();
-        let ran = workload::run_workload(&target, &options, &recorder, &stop).await;
+        let (stop_nemesis, nemesis_stopped) = watch::channel(false);
+        let workload_done = async {
+            let ran = workload::run_workload(&target, &options, &recorder, &stop).await;
+            let _ = stop_nemesis.send(true);
+            ran
+        };
+        let nemesis_done = async {
+            match &faults {
+                Some(faults) => Some(faults.nemesis.run(nemesis_stopped).await),
+                None => None,
+            }
+        };
+        let (ran, faulted) = tokio::join!(workload_done, nemesis_done);
         progress.finish_and_clear();
         let ran = ran?;
+        if let Some(Err(error)) = faulted {
+            return Err(error).context("the nemesis could not record its operations");
+        }
         stats.workload_secs = ran.elapsed.as_secs_f64();
         stats.ops = ran.ops;
         stats.ok = ran.ok;
@@ -279,19 +437,64 @@ async fn run_phases(
         stats.info = ran.info;
         stats.ops_per_sec = ran.ops as f64 / stats.workload_secs.max(1e-9);
 
-        // Heal, then wait for the cluster to recover before judging availability.
-        backend.heal().await?;
+        // Heal everything, then wait for the cluster to serve again before judging
+        // availability. What the heal could not undo at once (an admin request during a
+        // controller failover, say) is tried again once the cluster serves.
+        let mut left = match &faults {
+            Some(faults) => Some(
+                faults
+                    .nemesis
+                    .heal_all()
+                    .await
+                    .context("the nemesis could not record the final heal")?,
+            ),
+            None => {
+                backend.heal().await?;
+                None
+            }
+        };
         let recovery = Instant::now();
-        wait_recovered(&cluster, args.partitions, SERVING_TIMEOUT).await;
+        let mut serving = wait_serving(&cluster, args.partitions, RECOVERY_TIMEOUT).await;
+        if let (Some(faults), Some(state)) = (&faults, &left) {
+            if !state.is_healed() {
+                eprintln!(
+                    "the final heal left faults in place ({}): healing again",
+                    unhealed(state).join("; ")
+                );
+                let again = faults
+                    .nemesis
+                    .heal_all()
+                    .await
+                    .context("the nemesis could not record the final heal")?;
+                serving = wait_serving(&cluster, args.partitions, RECOVERY_TIMEOUT).await;
+                left = Some(again);
+            }
+        }
+        stats.nemesis_unhealed = left.as_ref().map(unhealed).unwrap_or_default();
+        match serving {
+            Ok(()) => stats.recovered = true,
+            Err(problem) => {
+                eprintln!(
+                    "warning: after the final heal the cluster did not serve again within \
+                     {RECOVERY_TIMEOUT:?}: {problem} (the availability check judges it)"
+                );
+                stats.recovery_problem = Some(problem);
+            }
+        }
         stats.recovery_secs = recovery.elapsed().as_secs_f64();
         stats.availability = probe_availability(&target, &options, &recorder).await?;
         let finals =
             workload::final_reads(&target, &options, &recorder, FINAL_READS_TIMEOUT).await?;
         stats.final_reads_complete = finals.complete();
+        stats.nemesis = faults.as_ref().map(|f| f.journal.tally());
         recorder.finish()?;
         anyhow::Ok(())
     }
     .await;
+    if let Err(error) = &result {
+        eprintln!("error: {error:#}; healing before stopping the brokers");
+        emergency_heal(&cluster, faults.as_ref()).await;
+    }
     // Stop the brokers and keep their logs whatever happened above.
     let stopped = cluster.stop(Duration::from_secs(10)).await;
     for problem in cluster.collect_logs(&nodes_dir).await {
@@ -302,20 +505,103 @@ async fn run_phases(
     Ok(stats)
 }
 
-/// Waits (up to `timeout`) until every partition has a serving leader whose HW has
-/// reached its log end: a leader elected or restarted during the run starts from a
-/// stale HW, and reads before its followers caught up would see less than is committed.
-async fn wait_recovered(cluster: &Cluster, partitions: u32, timeout: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if cluster.all_partitions_led(TOPIC, partitions).await
-            && cluster.leaders_caught_up(TOPIC, partitions).await
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+/// The faults a final heal left in place, one line each.
+fn unhealed(state: &nemesis::FaultState) -> Vec<String> {
+    let mut left = Vec::new();
+    for node in state.killed.keys() {
+        left.push(format!("{node} is still down (it would not start)"));
     }
-    eprintln!("warning: the cluster did not fully recover within {timeout:?}");
+    for node in &state.paused {
+        left.push(format!("{node} is still paused"));
+    }
+    for (package, cuts) in &state.cuts {
+        if !cuts.is_empty() {
+            left.push(format!("{} cuts of {package} remain", cuts.len()));
+        }
+    }
+    for (key, replicas) in &state.reassigned {
+        left.push(format!(
+            "{key} is not back on its replicas {}",
+            replicas.join(",")
+        ));
+    }
+    left
+}
+
+/// The heal after a failed phase: the nemesis's (recorded, so that the history shows
+/// it) when there is one, bounded; then, unrecorded, what that may not have done: every
+/// cut removed, every broker sent SIGCONT. Brokers that stay down are stopped next
+/// anyway.
+async fn emergency_heal(cluster: &Cluster, faults: Option<&Faults>) {
+    if let Some(faults) = faults {
+        match tokio::time::timeout(EMERGENCY_HEAL_TIMEOUT, faults.nemesis.heal_all()).await {
+            Ok(Ok(left)) if left.is_healed() => {}
+            Ok(Ok(left)) => eprintln!(
+                "warning: the heal left faults in place: {}",
+                unhealed(&left).join("; ")
+            ),
+            Ok(Err(error)) => eprintln!("warning: the heal could not be recorded: {error}"),
+            Err(_) => eprintln!("warning: the heal took more than {EMERGENCY_HEAL_TIMEOUT:?}"),
+        }
+    }
+    if let Err(error) = cluster.backend.heal().await {
+        eprintln!("warning: removing the network cuts: {error}");
+    }
+    for node in &cluster.nodes {
+        let _ = cluster.signal(&node.name, Signal::Cont).await;
+    }
+}
+
+/// Waits (up to `timeout`) until the cluster serves: a controller and every node
+/// registered, every node's client API answering, every partition led by a leader that
+/// serves reads and whose HW has reached its log end (a leader elected or restarted
+/// during the run starts from a stale HW, and reads before its followers caught up
+/// would see less than is committed). Says what is still missing when it does not.
+async fn wait_serving(cluster: &Cluster, partitions: u32, timeout: Duration) -> Result<(), String> {
+    let start = Instant::now();
+    if let Err(error) = cluster.wait_formed(timeout).await {
+        return Err(with_down_brokers(cluster, error.to_string()).await);
+    }
+    loop {
+        let mut silent = Vec::new();
+        for node in &cluster.nodes {
+            if !cluster.node_answers(&node.name).await {
+                silent.push(node.name.clone());
+            }
+        }
+        let missing = if !silent.is_empty() {
+            format!("the client API of {} does not answer", silent.join(", "))
+        } else if !cluster.all_partitions_led(TOPIC, partitions).await {
+            "not every partition has a leader serving reads".to_string()
+        } else if !cluster.leaders_caught_up(TOPIC, partitions).await {
+            "not every leader's high watermark has reached its log end".to_string()
+        } else {
+            return Ok(());
+        };
+        if start.elapsed() >= timeout {
+            return Err(with_down_brokers(cluster, missing).await);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `problem`, plus the brokers that do not run (they exited on their own: their
+/// `broker.log` says why).
+async fn with_down_brokers(cluster: &Cluster, problem: String) -> String {
+    let mut down = Vec::new();
+    for node in &cluster.nodes {
+        if !cluster.is_running(&node.name).await {
+            down.push(node.name.clone());
+        }
+    }
+    if down.is_empty() {
+        problem
+    } else {
+        format!(
+            "{problem}; not running: {} (see nodes/<node>/broker.log)",
+            down.join(", ")
+        )
+    }
 }
 
 /// After the heal, an acks=all write to every partition, retried until one is
@@ -539,12 +825,15 @@ fn random_seed() -> u64 {
 }
 
 /// The command line that runs the same test again.
-fn reproduce_command(args: &TestArgs, seed: u64) -> String {
+fn reproduce_command(args: &TestArgs, choice: &NemesisChoice, seed: u64) -> String {
     let mut parts = vec![
         "harness test".to_string(),
         format!("--nodes {}", args.nodes),
         format!("--workload {}", args.workload),
-        format!("--nemesis {}", args.nemesis),
+        format!("--nemesis {}", choice.list()),
+        format!("--nemesis-interval {}", args.nemesis_interval),
+        format!("--nemesis-targets {}", choice.target_names().join(",")),
+        format!("--nemesis-wipe {}", choice.wipe),
         format!("--time-limit {}", args.time_limit),
         format!("--concurrency {}", args.concurrency),
         format!("--rate {}", args.rate),

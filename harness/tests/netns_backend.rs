@@ -1,9 +1,12 @@
-//! The netns backend on this machine: namespaces, daemons, cuts, signals, teardown on
-//! every path, and `harness clean` after a SIGKILLed run. Needs root (CI runs as root);
+//! The netns backend on this machine: namespaces, daemons, cuts and uncuts, signals,
+//! teardown on every path, and `harness clean` after a SIGKILLed run. Needs root (CI runs as root);
 //! otherwise each test prints `skipped: needs root` and returns. Needs `python3`, whose
 //! small servers stand in for brokers. The tests run one at a time (they assert on the
 //! machine's shared route), and only ever send traffic to the namespaces they create.
 
+mod common;
+
+use common::{is_root, run_leftovers};
 use harness::backend::netns::{NetnsBackend, TEST_RANGE};
 use harness::backend::state::{self, ProcessRecord, STATE_DIR};
 use harness::backend::{tools, Backend, BackendError, Cut, Signal};
@@ -22,10 +25,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn is_root() -> bool {
-    matches!(tools::effective_uid(), Ok(0))
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -312,47 +311,8 @@ async fn dropped(backend: &NetnsBackend, node: &str, source: &str, protocol: &st
         .unwrap_or(0)
 }
 
-/// Names in `ip netns list` / `ip -o link show` / the state folder that carry `prefix`.
-fn leftovers(prefix: &str, processes: &[ProcessRecord]) -> Vec<String> {
-    let mut found = Vec::new();
-    let output =
-        |argv: &[&str]| tools::run(&strings(argv)).unwrap_or_else(|error| panic!("{error}"));
-    for line in output(&["ip", "netns", "list"]).lines() {
-        if line.starts_with(prefix) {
-            found.push(format!("namespace {line}"));
-        }
-    }
-    for line in output(&["ip", "-o", "link", "show"]).lines() {
-        if line.contains(&format!(" {prefix}-")) {
-            found.push(format!("link {line}"));
-        }
-    }
-    if Path::new(STATE_DIR).join(format!("{prefix}.json")).exists() {
-        found.push(format!("state file of {prefix}"));
-    }
-    for (subnet, _, owner) in state::claims(Path::new(STATE_DIR)) {
-        if owner.as_deref() == Some(prefix) {
-            found.push(format!("claim of 10.77.{subnet}.0/24"));
-        }
-    }
-    for process in processes {
-        if process.is_alive() {
-            found.push(format!("process {} {:?}", process.pid, process.cmdline));
-        }
-    }
-    // The route is shared: it must be gone only when no run is live (another session's
-    // `harness test` may be running on this machine).
-    if state::live_runs(Path::new(STATE_DIR)).is_empty() {
-        let route = output(&["ip", "route", "show", "exact", TEST_RANGE]);
-        if !route.trim().is_empty() {
-            found.push(format!("route {}", route.trim()));
-        }
-    }
-    found
-}
-
 fn assert_gone(prefix: &str, processes: &[ProcessRecord], when: &str) {
-    let left = leftovers(prefix, processes);
+    let left = run_leftovers(prefix, processes);
     assert!(left.is_empty(), "{when}: left behind: {left:?}");
 }
 
@@ -692,6 +652,117 @@ fn three_nodes_cuts_signals_and_teardown() {
     println!("whole test in {:?}", started.elapsed());
 }
 
+/// The rules of `node`'s cut chain as `iptables -S` prints them (`-A <chain> ...`).
+async fn cut_rules_on(backend: &NetnsBackend, node: &str) -> Vec<String> {
+    let chain = format!("{}-cuts", backend.prefix());
+    let argv = strings(&["iptables", "-w", "10", "-S", &chain]);
+    match backend.exec(node, &argv).await {
+        Ok(output) => output
+            .stdout
+            .lines()
+            .filter(|line| line.starts_with("-A "))
+            .map(|line| line.replace(&chain, "<chain>"))
+            .collect(),
+        Err(error) => panic!("listing the cuts on {node}: {error}"),
+    }
+}
+
+/// Every node's cut rules, nodes without any left out.
+async fn all_cut_rules(backend: &NetnsBackend) -> BTreeMap<String, Vec<String>> {
+    let mut all = BTreeMap::new();
+    for node in backend.nodes() {
+        let rules = cut_rules_on(backend, &node).await;
+        if !rules.is_empty() {
+            all.insert(node, rules);
+        }
+    }
+    all
+}
+
+#[test]
+fn uncut_removes_exactly_the_rules_of_its_cuts() {
+    if !is_root() {
+        println!("skipped: needs root");
+        return;
+    }
+    let _serial = serial();
+    let runtime = runtime();
+    let backend = match NetnsBackend::new(3) {
+        Ok(backend) => backend,
+        Err(error) => panic!("creating the backend: {error}"),
+    };
+    let prefix = backend.prefix().to_string();
+    let processes: Vec<ProcessRecord> = runtime.block_on(async {
+        let servers = start_servers(&backend).await;
+        let address = |node: &str| backend.address(node).expect("address").to_string();
+        let (n1, n2) = (address("n1"), address("n2"));
+        let both_ways = [Cut::between("n1", "n2")];
+        let port_one_way = [Cut::between("n1", "n3").ports(&[8000]).one_way()];
+        backend.cut(&both_ways).await.expect("cut");
+        backend.cut(&port_one_way).await.expect("cut");
+        // The same cut again: in place twice.
+        backend.cut(&both_ways).await.expect("cut again");
+        let whole = |source: &str| format!("-A <chain> -s {source}/32 -j DROP");
+        let port = |protocol: &str| {
+            format!("-A <chain> -s {n1}/32 -p {protocol} -m {protocol} --dport 8000 -j DROP")
+        };
+        let with_both_ways = |times: usize| {
+            let mut expected = BTreeMap::new();
+            if times > 0 {
+                expected.insert("n1".to_string(), vec![whole(&n2); times]);
+                expected.insert("n2".to_string(), vec![whole(&n1); times]);
+            }
+            expected.insert("n3".to_string(), vec![port("tcp"), port("udp")]);
+            expected
+        };
+        assert_eq!(all_cut_rules(&backend).await, with_both_ways(2));
+
+        // One uncut removes one instance: n1 and n2 are still cut from each other.
+        backend.uncut(&both_ways).await.expect("uncut");
+        assert_eq!(all_cut_rules(&backend).await, with_both_ways(1));
+        assert_blocked(
+            &backend,
+            8000,
+            &[("n1", "n2"), ("n2", "n1"), ("n1", "n3")],
+            "one of two n1 ↔ n2 cuts removed",
+        )
+        .await;
+
+        // The second removes the other; the port cut stays.
+        backend.uncut(&both_ways).await.expect("uncut again");
+        assert_eq!(all_cut_rules(&backend).await, with_both_ways(0));
+        assert_blocked(&backend, 8000, &[("n1", "n3")], "n1 ↔ n2 uncut").await;
+        assert_blocked(&backend, 8001, &[], "only port 8000 is cut").await;
+
+        // A cut that is not in place cannot be removed, and removing it touches nothing.
+        let missing = backend.uncut(&both_ways).await;
+        assert!(
+            matches!(missing, Err(BackendError::Command { .. })),
+            "{missing:?}"
+        );
+        assert_eq!(all_cut_rules(&backend).await, with_both_ways(0));
+        let bad = backend.uncut(&[Cut::between("n1", "n9")]).await;
+        assert!(
+            matches!(bad, Err(BackendError::InvalidCut { .. })),
+            "{bad:?}"
+        );
+
+        backend
+            .uncut(&port_one_way)
+            .await
+            .expect("uncut the port cut");
+        assert!(all_cut_rules(&backend).await.is_empty());
+        assert_blocked(&backend, 8000, &[], "everything uncut").await;
+        servers
+            .values()
+            .map(|(pid, _)| ProcessRecord::of(*pid).expect("running"))
+            .collect()
+    });
+    runtime.block_on(backend.teardown()).expect("teardown");
+    assert_gone(&prefix, &processes, "after teardown");
+    let _ = std::fs::remove_dir_all(log_dir(&prefix));
+}
+
 #[test]
 fn dropping_the_backend_tears_it_down() {
     if !is_root() {
@@ -724,7 +795,7 @@ fn dropping_the_backend_tears_it_down() {
             .map(|pid| ProcessRecord::of(pid).expect("running"))
             .collect()
     });
-    assert!(leftovers(&prefix, &[])
+    assert!(run_leftovers(&prefix, &[])
         .iter()
         .any(|left| left.starts_with("namespace")));
     drop(backend);
@@ -888,7 +959,7 @@ fn ctrl_c_tears_down() {
     let (prefix, pid) = announced.split_once(' ').expect("prefix and pid");
     let pid: u32 = pid.parse().expect("pid");
     let daemon = ProcessRecord::of(pid).expect("the run's daemon");
-    assert!(!leftovers(prefix, &[]).is_empty(), "the run is up");
+    assert!(!run_leftovers(prefix, &[]).is_empty(), "the run is up");
     let interrupt = tools::run(&strings(&["kill", "-s", "INT", &child.id().to_string()]));
     assert!(interrupt.is_ok(), "{interrupt:?}");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -922,7 +993,7 @@ fn a_sigkilled_run_is_removed_by_harness_clean() {
     let (prefix, pid) = announced.split_once(' ').expect("prefix and pid");
     let pid: u32 = pid.parse().expect("pid");
     let daemon = ProcessRecord::of(pid).expect("the crashed run's daemon outlives it");
-    let left = leftovers(prefix, std::slice::from_ref(&daemon));
+    let left = run_leftovers(prefix, std::slice::from_ref(&daemon));
     assert!(
         left.iter().any(|item| item.starts_with("namespace"))
             && left.iter().any(|item| item.starts_with("process")),

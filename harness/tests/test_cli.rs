@@ -2,8 +2,14 @@
 //! root, elsewhere each test prints `skipped: needs root`). Short runs of both workloads
 //! end `valid` and leave nothing behind; a stored run re-checks to the same verdict; a
 //! harness killed with SIGKILL mid-run leaves a checkable history, and `harness clean`
-//! removes what it left; bad options are refused before anything starts.
+//! removes what it left; bad options are refused before anything starts; with every
+//! nemesis package, the same seed gives the same fault schedule.
 
+mod common;
+
+use common::{is_root, leftovers};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -11,17 +17,6 @@ use std::time::{Duration, Instant};
 
 /// The tests set up namespaces and build the broker: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
 
 fn harness() -> Command {
     Command::new(env!("CARGO_BIN_EXE_harness"))
@@ -39,22 +34,6 @@ fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
-}
-
-/// Namespaces, links and routes of harness runs still on the host.
-fn leftovers() -> Vec<String> {
-    let mut found = Vec::new();
-    for args in [vec!["netns", "list"], vec!["-o", "link"], vec!["route"]] {
-        if let Ok(out) = Command::new("ip").args(&args).output() {
-            found.extend(
-                String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .filter(|l| l.contains("jh") || l.contains("10.77."))
-                    .map(str::to_string),
-            );
-        }
-    }
-    found
 }
 
 /// The line `key: value` of the output.
@@ -201,7 +180,19 @@ fn bad_options_are_refused_before_anything_starts() {
             vec!["--nodes", "3", "--replication-factor", "4"],
             "--replication-factor 4 is more than the 3 nodes",
         ),
-        (vec!["--nemesis", "kill"], "--nemesis \"kill\""),
+        (vec!["--nemesis", "clock"], "unknown nemesis \"clock\""),
+        (vec!["--nemesis", "kill,clock"], "unknown nemesis \"clock\""),
+        (
+            vec!["--nemesis-targets", "nobody"],
+            "--nemesis-targets \"nobody\"",
+        ),
+        (
+            vec!["--nodes", "3", "--nemesis-targets", "one,n4"],
+            "no node n4",
+        ),
+        (vec!["--nemesis-interval", "0"], "--nemesis-interval 0"),
+        (vec!["--nemesis-interval=-2"], "--nemesis-interval -2"),
+        (vec!["--nemesis-wipe", "maybe"], "maybe"),
         (vec!["--backend", "ssh"], "--backend \"ssh\""),
         (vec!["--broker-config", "broker_id=3"], "set by the harness"),
         (vec!["--workload", "queue"], "queue"),
@@ -221,4 +212,190 @@ fn bad_options_are_refused_before_anything_starts() {
         !store.exists(),
         "nothing may be created for refused options"
     );
+}
+
+/// The nemesis entries of a history that are not the final heal's, by package: the
+/// `(f, targets)` of each invocation. A package's steps run one at a time, so its
+/// entries alternate invocation, completion (packages interleave with each other).
+fn nemesis_invocations(run: &Path) -> BTreeMap<String, Vec<(String, Value)>> {
+    let text = std::fs::read_to_string(run.join("history.jsonl")).expect("history");
+    let mut by_package: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for line in text.lines() {
+        let entry: Value = serde_json::from_str(line).expect("a JSON line");
+        if entry["process"] == json!("nemesis") {
+            let package = entry["value"]["package"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a nemesis entry without a package: {entry}"))
+                .to_string();
+            by_package.entry(package).or_default().push(entry);
+        }
+    }
+    by_package
+        .into_iter()
+        .map(|(package, entries)| {
+            let mut invocations = Vec::new();
+            for pair in entries.chunks(2) {
+                let invoke = &pair[0];
+                assert_eq!(invoke["type"], json!("info"), "{invoke}");
+                if let Some(completion) = pair.get(1) {
+                    assert_eq!(completion["f"], invoke["f"], "{invoke} / {completion}");
+                }
+                if invoke["value"]["final"] != json!(true) {
+                    let f = invoke["f"].as_str().unwrap_or_default().to_string();
+                    invocations.push((f, invoke["value"]["targets"].clone()));
+                }
+            }
+            (package, invocations)
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_seed_gives_the_same_fault_schedule() {
+    if !is_root() {
+        println!("skipped: needs root");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = store("nemesis-seed");
+    let packages = ["kill", "pause", "partition", "partition-ports", "admin"];
+    let mut runs = Vec::new();
+    for attempt in 0..2 {
+        let (output, all) = run_test(
+            &store,
+            &[
+                "--nemesis",
+                &packages.join(","),
+                "--nemesis-interval",
+                "2",
+                "--time-limit",
+                "15",
+                "--seed",
+                "20261130",
+                "--name",
+                &format!("seed-{attempt}"),
+            ],
+        );
+        assert_eq!(output.status.code(), Some(0), "run {attempt}:\n{all}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.lines().any(|l| l.starts_with("nemesis: ")),
+            "a nemesis summary line\n{all}"
+        );
+        let run = PathBuf::from(line(&stdout, "run:").expect("run line"));
+        let test: Value = serde_json::from_str(
+            &std::fs::read_to_string(run.join("test.json")).expect("test.json"),
+        )
+        .expect("test.json is JSON");
+        assert_eq!(test["nemesis_packages"], json!(packages), "{test}");
+        assert_eq!(test["nemesis_interval_secs"], json!(2.0), "{test}");
+        assert!(
+            test["command"].as_str().is_some_and(
+                |c| c.contains("--nemesis-interval 2") && c.contains("--seed 20261130")
+            ),
+            "{test}"
+        );
+        let stats: Value = serde_json::from_str(
+            &std::fs::read_to_string(run.join("stats.json")).expect("stats.json"),
+        )
+        .expect("stats.json is JSON");
+        assert_eq!(stats["recovered"], json!(true), "{stats}");
+        assert!(stats["nemesis"]["by_f"].is_object(), "{stats}");
+        runs.push(nemesis_invocations(&run));
+        assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    }
+    // Steps take as long as their faults do (an admin storm, a wiped node's wait for its
+    // deregistration), so how many fit in the time limit varies: compare the common
+    // prefix of each package, at least one step each and two on average.
+    let mut compared = 0;
+    for package in packages {
+        let first = runs[0].get(package).cloned().unwrap_or_default();
+        let second = runs[1].get(package).cloned().unwrap_or_default();
+        let common = first.len().min(second.len());
+        println!(
+            "{package}: {} and {} steps, the first {common} compared: {:?}",
+            first.len(),
+            second.len(),
+            &first[..common]
+        );
+        assert!(
+            common >= 1,
+            "{package}: no step to compare: {first:?} / {second:?}"
+        );
+        assert_eq!(first[..common], second[..common], "{package}");
+        compared += common;
+    }
+    assert!(
+        compared >= 2 * packages.len(),
+        "only {compared} steps compared over {} packages",
+        packages.len()
+    );
+    let _ = std::fs::remove_dir_all(&store);
+}
+
+#[test]
+fn ctrl_c_during_faults_leaves_nothing_behind() {
+    if !is_root() {
+        println!("skipped: needs root");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = store("nemesis-ctrl-c");
+    let mut child = harness()
+        .args([
+            "test",
+            "--nodes",
+            "3",
+            "--partitions",
+            "2",
+            "--time-limit",
+            "300",
+            "--nemesis",
+            "all",
+            "--nemesis-interval",
+            "1",
+            "--nemesis-wipe",
+            "false",
+        ])
+        .arg("--store")
+        .arg(&store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn harness test");
+    // Wait until faults are in place (a pause or a cut among them), then Ctrl-C.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let history = std::fs::read_dir(store.join("log"))
+            .ok()
+            .and_then(|mut dirs| dirs.find_map(|d| d.ok()))
+            .map(|d| d.path().join("history.jsonl"));
+        let faults = history
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .map_or(0, |text| {
+                text.lines()
+                    .filter(|l| {
+                        l.contains("\"f\":\"pause\"") || l.contains("\"f\":\"start-partition")
+                    })
+                    .count()
+            });
+        if faults >= 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no faults were injected");
+        assert!(
+            child.try_wait().ok().flatten().is_none(),
+            "harness test exited early"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let interrupted = Command::new("kill")
+        .args(["-s", "INT", &child.id().to_string()])
+        .status()
+        .expect("kill -s INT");
+    assert!(interrupted.success());
+    let status = child.wait().expect("wait for the harness");
+    assert_eq!(status.code(), Some(130), "exit status after Ctrl-C");
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    let _ = std::fs::remove_dir_all(&store);
 }

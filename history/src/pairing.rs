@@ -3,7 +3,10 @@
 //! Rules (as Jepsen): a client process has at most one outstanding invocation; every
 //! `ok`/`fail`/`info` completion of a client answers that process's outstanding invocation
 //! with the same `f`. An invocation never completed counts as `info` (it may have happened).
-//! Nemesis entries are `info` on both sides (or `invoke` then `info`) and alternate.
+//! Nemesis entries are `info` on both sides (or `invoke` then `info`); a completion
+//! answers the nemesis's outstanding invocation of the same `f`. The nemesis may have
+//! several outstanding at once, one per `f` (its fault packages run concurrently and
+//! their `f` names differ), so its entries need not alternate.
 
 use crate::error::HistoryError;
 use crate::history::History;
@@ -36,26 +39,36 @@ pub struct Operation {
 /// Errors name the file and line (or op position) of the offending entry.
 pub fn pair(history: &History) -> Result<Vec<Operation>, HistoryError> {
     let mut operations: Vec<Operation> = Vec::with_capacity(history.len() / 2 + 1);
-    // Per process, the position in `operations` of its outstanding invocation.
+    // Per client process, the position in `operations` of its outstanding invocation.
     let mut outstanding: HashMap<Process, usize> = HashMap::new();
+    // The nemesis's outstanding invocations, by f.
+    let mut nemesis_open: HashMap<&str, usize> = HashMap::new();
 
     for (position, op) in history.ops.iter().enumerate() {
-        let is_invocation = match (op.process, op.kind) {
-            (_, OpType::Invoke) => true,
-            // Nemesis ops are info on both sides: an info opens one unless it completes the
-            // outstanding one (same f). Some histories log a fault once, unpaired; that one
-            // then stays open rather than making the whole history unreadable, since no
-            // checker judges nemesis ops.
-            (Process::Nemesis, OpType::Info) => match outstanding.get(&Process::Nemesis) {
-                Some(&open) if history.ops[operations[open].invoke].f == op.f => false,
-                Some(_) => {
-                    outstanding.remove(&Process::Nemesis);
-                    true
+        if op.process == Process::Nemesis {
+            // Info on both sides: an entry completes the outstanding one of its f, else
+            // opens one. Some histories log a fault once, unpaired; that one then stays
+            // open rather than making the whole history unreadable, since no checker
+            // judges nemesis ops.
+            let completes = op.kind != OpType::Invoke && nemesis_open.contains_key(op.f.as_str());
+            if completes {
+                if let Some(open) = nemesis_open.remove(op.f.as_str()) {
+                    let operation = &mut operations[open];
+                    operation.completion = Some(position);
+                    operation.outcome = outcome_of(op.kind);
                 }
-                None => true,
-            },
-            _ => false,
-        };
+            } else {
+                nemesis_open.insert(op.f.as_str(), operations.len());
+                operations.push(Operation {
+                    process: op.process,
+                    invoke: position,
+                    completion: None,
+                    outcome: Outcome::Info,
+                });
+            }
+            continue;
+        }
+        let is_invocation = op.kind == OpType::Invoke;
         if is_invocation {
             if let Some(&open) = outstanding.get(&op.process) {
                 let open_at = history.locate(operations[open].invoke);
@@ -101,13 +114,17 @@ pub fn pair(history: &History) -> Result<Vec<Operation>, HistoryError> {
         }
         let operation = &mut operations[open];
         operation.completion = Some(position);
-        operation.outcome = match op.kind {
-            OpType::Ok => Outcome::Ok,
-            OpType::Fail => Outcome::Fail,
-            OpType::Info | OpType::Invoke => Outcome::Info,
-        };
+        operation.outcome = outcome_of(op.kind);
     }
     Ok(operations)
+}
+
+fn outcome_of(kind: OpType) -> Outcome {
+    match kind {
+        OpType::Ok => Outcome::Ok,
+        OpType::Fail => Outcome::Fail,
+        OpType::Info | OpType::Invoke => Outcome::Info,
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +208,28 @@ mod tests {
         assert_eq!(ops.len(), 3);
         assert_eq!(ops[0].completion, Some(2));
         assert_eq!(ops[2].completion, Some(5));
+    }
+
+    #[test]
+    fn concurrent_nemesis_packages_pair_by_f() {
+        let n = |i, f: &str| Op::new(i, Process::Nemesis, OpType::Info, f, json!(null));
+        let h = History::from_ops(vec![
+            n(0, "kill"),
+            n(1, "start-partition"),
+            n(2, "start-partition"),
+            n(3, "kill"),
+            n(4, "start"),
+            n(5, "stop-partition"),
+            n(6, "start"),
+            n(7, "stop-partition"),
+        ]);
+        let ops = pair(&h).unwrap();
+        let pairs: Vec<(usize, Option<usize>)> =
+            ops.iter().map(|o| (o.invoke, o.completion)).collect();
+        assert_eq!(
+            pairs,
+            vec![(0, Some(3)), (1, Some(2)), (4, Some(6)), (5, Some(7))]
+        );
     }
 
     #[test]

@@ -250,6 +250,12 @@ pub trait Backend: Send + Sync {
     /// Drop the traffic the cuts describe, in addition to any cut already in place.
     fn cut<'a>(&'a self, cuts: &'a [Cut]) -> BoxFuture<'a, Result<(), BackendError>>;
 
+    /// Remove exactly what an earlier [`Backend::cut`] of the same cuts added, leaving
+    /// every other cut in place. Cuts add up: a cut made twice is in place twice and
+    /// needs two uncuts. Removing a cut that is not in place (never made, or healed
+    /// since) is an error, after every other rule of `cuts` has been removed.
+    fn uncut<'a>(&'a self, cuts: &'a [Cut]) -> BoxFuture<'a, Result<(), BackendError>>;
+
     /// Remove every cut this backend made.
     fn heal(&self) -> BoxFuture<'_, Result<(), BackendError>>;
 

@@ -30,7 +30,8 @@
 //!
 //! A cut of `from → to` is a `DROP` rule for `from`'s address (and destination ports)
 //! in `to`'s `<prefix>-cuts` chain: packets vanish on arrival, as in a real partition.
-//! `heal` flushes the chain in every namespace. Traffic between the root namespace and
+//! `uncut` deletes the same rules again (one instance each: `iptables -D`), `heal`
+//! flushes the chain in every namespace. Traffic between the root namespace and
 //! the nodes is never cut.
 //!
 //! ## Teardown
@@ -102,19 +103,41 @@ pub fn forward_rule(prefix: &str, bridge: &str) -> Vec<String> {
     .collect()
 }
 
-/// One iptables rule a cut adds: the node whose namespace it goes in, and its arguments
-/// (after `iptables -w 10`).
+/// One iptables rule a cut adds (or removes): the node whose namespace it is in, and its
+/// arguments (after `iptables -w 10`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CutRule {
     pub node: String,
     pub args: Vec<String>,
 }
 
+/// Whether [`cut_rules`] adds a cut's rules or removes them again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleVerb {
+    /// `-A`: append to the chain.
+    Append,
+    /// `-D`: delete the first rule of the chain with the same specification, so that
+    /// removing a cut made twice once leaves it in place once.
+    Delete,
+}
+
+impl RuleVerb {
+    /// The iptables flag.
+    pub fn flag(self) -> &'static str {
+        match self {
+            RuleVerb::Append => "-A",
+            RuleVerb::Delete => "-D",
+        }
+    }
+}
+
 /// The rules for `cut`: for each direction `src → dst` it covers, `DROP` rules in `dst`'s
 /// `chain` for packets from `src`'s address, one per destination port and protocol (TCP
-/// and UDP) when the cut has ports, else one for everything.
+/// and UDP) when the cut has ports, else one for everything; `verb` appends them (a cut)
+/// or deletes them (an uncut), with the same specifications either way.
 pub fn cut_rules(
     cut: &Cut,
+    verb: RuleVerb,
     chain: &str,
     address: &dyn Fn(&str) -> Option<Ipv4Addr>,
 ) -> Result<Vec<CutRule>, BackendError> {
@@ -149,7 +172,7 @@ pub fn cut_rules(
     for (source, node) in directions {
         let base = |extra: &[String]| {
             let mut args: Vec<String> = vec![
-                "-A".into(),
+                verb.flag().into(),
                 chain.into(),
                 "-s".into(),
                 format!("{source}/32"),
@@ -866,18 +889,42 @@ impl Inner {
         self.tools().kill(signal, &[pid]).map(drop)
     }
 
-    fn cut(&self, cuts: &[Cut]) -> Result<(), BackendError> {
+    /// The rules of `cuts`, all of them built (and so every cut checked) before any is
+    /// applied.
+    fn rules(&self, cuts: &[Cut], verb: RuleVerb) -> Result<Vec<CutRule>, BackendError> {
         let address = |name: &str| self.address(name);
         let mut rules = Vec::new();
         for cut in cuts {
-            rules.extend(cut_rules(cut, &self.cut_chain, &address)?);
+            rules.extend(cut_rules(cut, verb, &self.cut_chain, &address)?);
         }
+        Ok(rules)
+    }
+
+    fn cut(&self, cuts: &[Cut]) -> Result<(), BackendError> {
+        let rules = self.rules(cuts, RuleVerb::Append)?;
         let _run = self.open()?;
         for rule in rules {
             let (_, node) = self.node(&rule.node)?;
             self.iptables(&node.namespace, &rule.args)?;
         }
         Ok(())
+    }
+
+    /// Deletes the rules `cut` of the same cuts appended. Every rule is tried, so that a
+    /// rule that is missing (healed meanwhile) does not keep the others in place; the
+    /// first failure is returned.
+    fn uncut(&self, cuts: &[Cut]) -> Result<(), BackendError> {
+        let rules = self.rules(cuts, RuleVerb::Delete)?;
+        let _run = self.open()?;
+        let mut first_failure = None;
+        for rule in rules {
+            let (_, node) = self.node(&rule.node)?;
+            if let Err(error) = self.iptables(&node.namespace, &rule.args) {
+                tracing::debug!(node = %rule.node, %error, "removing a cut rule");
+                first_failure.get_or_insert(error);
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
     }
 
     fn heal(&self) -> Result<(), BackendError> {
@@ -1215,6 +1262,11 @@ impl Backend for NetnsBackend {
         self.blocking(move |inner| inner.cut(&cuts))
     }
 
+    fn uncut<'a>(&'a self, cuts: &'a [Cut]) -> BoxFuture<'a, Result<(), BackendError>> {
+        let cuts = cuts.to_vec();
+        self.blocking(move |inner| inner.uncut(&cuts))
+    }
+
     fn heal(&self) -> BoxFuture<'_, Result<(), BackendError>> {
         self.blocking(|inner| inner.heal())
     }
@@ -1436,8 +1488,13 @@ mod tests {
 
     #[test]
     fn a_two_way_cut_drops_both_directions_at_the_receiver() {
-        let rules =
-            cut_rules(&Cut::between("n1", "n2"), "jh000000-cuts", &addresses).expect("rules");
+        let rules = cut_rules(
+            &Cut::between("n1", "n2"),
+            RuleVerb::Append,
+            "jh000000-cuts",
+            &addresses,
+        )
+        .expect("rules");
         assert_eq!(
             rules.iter().map(args).collect::<Vec<_>>(),
             vec![
@@ -1449,7 +1506,13 @@ mod tests {
 
     #[test]
     fn a_one_way_cut_drops_one_direction() {
-        let rules = cut_rules(&Cut::between("n3", "n1").one_way(), "c", &addresses).expect("rules");
+        let rules = cut_rules(
+            &Cut::between("n3", "n1").one_way(),
+            RuleVerb::Append,
+            "c",
+            &addresses,
+        )
+        .expect("rules");
         assert_eq!(
             rules.iter().map(args).collect::<Vec<_>>(),
             vec!["n1: -A c -s 10.77.5.3/32 -j DROP"]
@@ -1460,6 +1523,7 @@ mod tests {
     fn a_port_cut_drops_tcp_and_udp_to_each_port() {
         let rules = cut_rules(
             &Cut::between("n1", "n2").ports(&[9093, 80, 9093]),
+            RuleVerb::Append,
             "c",
             &addresses,
         )
@@ -1477,8 +1541,10 @@ mod tests {
                 "n1: -A c -s 10.77.5.2/32 -p udp --dport 9093 -j DROP",
             ]
         );
+        // An uncut deletes the very rules the cut appended.
         let one_way = cut_rules(
             &Cut::between("n2", "n3").ports(&[7]).one_way(),
+            RuleVerb::Delete,
             "c",
             &addresses,
         )
@@ -1486,8 +1552,8 @@ mod tests {
         assert_eq!(
             one_way.iter().map(args).collect::<Vec<_>>(),
             vec![
-                "n3: -A c -s 10.77.5.2/32 -p tcp --dport 7 -j DROP",
-                "n3: -A c -s 10.77.5.2/32 -p udp --dport 7 -j DROP",
+                "n3: -D c -s 10.77.5.2/32 -p tcp --dport 7 -j DROP",
+                "n3: -D c -s 10.77.5.2/32 -p udp --dport 7 -j DROP",
             ]
         );
     }
@@ -1501,7 +1567,7 @@ mod tests {
             (Cut::between("n1", "n2").ports(&[]), "empty port list"),
             (Cut::between("n1", "n2").ports(&[0]), "port 0"),
         ] {
-            match cut_rules(&cut, "c", &addresses) {
+            match cut_rules(&cut, RuleVerb::Delete, "c", &addresses) {
                 Err(BackendError::InvalidCut { reason: got, .. }) => {
                     assert!(got.contains(reason), "{got}")
                 }
