@@ -29,6 +29,7 @@ use serde_json::{json, Value};
 
 use crate::backend::{BackendError, Cut, Signal};
 use crate::cluster::{Cluster, ClusterError, METADATA_PORT, REPLICATION_PORT};
+use crate::error_chain;
 use crate::recorder::{NemesisInvocation, Recorder};
 
 /// The folder under a broker's `data_dir` that holds the metadata quorum's files
@@ -371,21 +372,6 @@ impl ClusterFaults {
         }
         None
     }
-}
-
-/// An error with its sources (`reqwest` keeps the reason, e.g. a timeout, in them).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 impl ClusterControl for ClusterFaults {

@@ -27,3 +27,20 @@ pub mod workload;
 
 /// Exit code for an error of the harness itself (bad input, unreadable file, ...).
 pub const EXIT_TOOL_ERROR: i32 = 3;
+
+/// An error and its sources on one line, each cause once (`reqwest` and `std::io` keep
+/// the reason, e.g. a timeout or a refused connection, in the sources; an error's own
+/// message is often only the outermost).
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

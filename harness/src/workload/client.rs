@@ -15,8 +15,9 @@
 //! proxy, no redirects, and no request sent twice: the only request sent again, on a new
 //! connection, is one of which not a byte was written.
 
-use super::http1::{error_chain, is_idle, round_trip, Answer, Buffers, Failure};
+use super::http1::{is_idle, round_trip, Answer, Buffers, Failure};
 use super::{Consistency, Target, TargetNode, WorkloadError};
+use crate::error_chain;
 use history::Outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -12,6 +12,8 @@ use std::task::Poll;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::error_chain;
+
 /// Longest answer head accepted.
 const MAX_HEAD: usize = 64 * 1024;
 /// Most bytes of one answer (head, body and chunk framing) accepted; a read of the
@@ -434,19 +436,6 @@ pub(crate) fn decode_chunks(
         out.extend_from_slice(&data[start..end]);
         *at = end + 2;
     }
-}
-
-/// The error and its sources on one line (an error's own message is often only the
-/// outermost).
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
