@@ -126,6 +126,70 @@ mod log {
     }
 
     #[test]
+    fn an_acks_1_append_promises_only_the_leaders_log() {
+        // Value 2 was acked with acks=1 at offset 1; a failover rewrote offset 1.
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        h.push(
+            1,
+            OpType::Invoke,
+            "append",
+            json!({"key": "t/0", "value": 2, "acks": "1"}),
+        );
+        h.ack(1, 2, 1);
+        h.append(2, 3, 1);
+        h.final_read(3, 0, &[(0, 1), (1, 3)], 2);
+        let report = h.check();
+        assert_eq!(report.verdict, Verdict::Valid, "{:?}", report.anomalies);
+        // The same history with acks=all loses value 2 and disagrees at offset 1.
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        let ack = h.append(1, 2, 1);
+        h.append(2, 3, 1);
+        let fin = h.final_read(3, 0, &[(0, 1), (1, 3)], 2);
+        let report = h.check();
+        assert_eq!(report.verdict, Verdict::Invalid);
+        assert_one(&report, AnomalyKind::LostWrite, &[ack, fin], true);
+        assert!(!of_kind(&report, AnomalyKind::InconsistentOffsets).is_empty());
+    }
+
+    #[test]
+    fn a_value_acked_at_a_reused_offset_and_then_read_is_not_unseen() {
+        // Offset 1 acked twice (a divergence); the final read shows the second value:
+        // the first is lost, the second was read, not unseen.
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        let first = h.append(1, 2, 1);
+        h.append(2, 3, 1);
+        let fin = h.final_read(3, 0, &[(0, 1), (1, 3)], 2);
+        let report = h.check();
+        assert_one(&report, AnomalyKind::LostWrite, &[first, fin], true);
+        assert!(
+            of_kind(&report, AnomalyKind::Unseen).is_empty(),
+            "{report:#?}"
+        );
+        assert!(!of_kind(&report, AnomalyKind::InconsistentOffsets).is_empty());
+    }
+
+    #[test]
+    fn an_acks_1_append_seen_by_a_read_is_acked_there() {
+        let mut h = Builder::default();
+        h.push(
+            0,
+            OpType::Invoke,
+            "append",
+            json!({"key": "t/0", "value": 1, "acks": 1}),
+        );
+        h.ack(0, 1, 0);
+        h.read(1, 0, &[(0, 1)], 1);
+        h.append(2, 2, 0);
+        h.final_read(3, 0, &[(0, 2)], 1);
+        let report = h.check();
+        assert_eq!(report.verdict, Verdict::Invalid);
+        assert!(!of_kind(&report, AnomalyKind::LostWrite).is_empty());
+    }
+
+    #[test]
     fn another_value_at_the_offset_loses_the_acked_one() {
         let mut h = Builder::default();
         let ack = h.append(0, 1, 0);

@@ -217,6 +217,9 @@ struct Checker<'a> {
     is_final: Vec<bool>,
     /// Other distinct values seen at one (key, offset), beyond the slot's first.
     conflicts: FastMap<(u32, i64), Vec<(i64, usize)>>,
+    /// (key, offset, value) of conflicting values a read has shown (the first value of
+    /// an offset keeps this in its slot's `read_seen`).
+    conflicts_read: FastMap<(u32, i64, i64), ()>,
     /// Further distinct offsets at which a value was seen, beyond its first.
     duplicates: FastMap<u32, Vec<(i64, usize)>>,
     out: Collector,
@@ -299,6 +302,7 @@ impl<'a> Checker<'a> {
             position: vec![None; parsed.reads.len()],
             is_final: vec![false; parsed.reads.len()],
             conflicts: FastMap::default(),
+            conflicts_read: FastMap::default(),
             duplicates: FastMap::default(),
             out: Collector::new(),
             stats: LogStats::default(),
@@ -430,12 +434,25 @@ impl<'a> Checker<'a> {
             let first = (slot.value, slot.position);
             let others = self.conflicts.entry((key, offset)).or_default();
             if others.iter().any(|&(v, _)| v == value) {
-                return;
+                // Shown before (by an ack, say): the value checks run again only for
+                // the first read that shows it, which is what reading it means.
+                if read.is_none()
+                    || self
+                        .conflicts_read
+                        .insert((key, offset, value), ())
+                        .is_some()
+                {
+                    return;
+                }
+            } else {
+                if others.is_empty() {
+                    others.push(first);
+                }
+                others.push((value, position));
+                if read.is_some() {
+                    self.conflicts_read.insert((key, offset, value), ());
+                }
             }
-            if others.is_empty() {
-                others.push(first);
-            }
-            others.push((value, position));
         }
         self.observe_value(key, offset, value, position, read);
     }

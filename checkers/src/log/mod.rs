@@ -23,7 +23,10 @@
 //! - An append is *acked* at offset `x` when it completed `ok` with offset `x`, or when it
 //!   ended `info` and some read returned its value, at the first offset a read showed it.
 //!   Its *witness* is its completion (ok) or the completion of the first read that showed
-//!   it (info).
+//!   it (info). An append invoked with `"acks": 1` or `0` (number or string) that
+//!   completed `ok` is judged as an `info` one: such an acknowledgement promises only the
+//!   leader's log, which a failover may rewrite, so its offset claims nothing until a
+//!   read (which returns committed records only) shows the value.
 //! - A value *exists* at (key, offset) when any ack or read showed a value there.
 //! - *Final reads*: if any read is marked `"final": true`, exactly the marked reads. Otherwise,
 //!   per key, the last read of that key to complete ok, plus the reads of the same process

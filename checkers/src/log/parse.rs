@@ -143,6 +143,7 @@ struct Fields<'v> {
     records: Option<&'v Value>,
     high_watermark: Option<&'v Value>,
     log_start_offset: Option<&'v Value>,
+    acks: Option<&'v Value>,
 }
 
 impl<'v> Fields<'v> {
@@ -160,12 +161,24 @@ impl<'v> Fields<'v> {
                     "records" => &mut fields.records,
                     "high_watermark" => &mut fields.high_watermark,
                     "log_start_offset" => &mut fields.log_start_offset,
+                    "acks" => &mut fields.acks,
                     _ => continue,
                 };
                 *slot = Some(v);
             }
         }
         fields
+    }
+}
+
+/// Whether an append's invocation asked for less than `acks=all` (`"acks": 1` or `0`,
+/// as a number or a string): its acknowledgement promises only the leader's log, which a
+/// failover may rewrite, so it is judged like an `info`.
+fn weak_acks(acks: Option<&Value>) -> bool {
+    match acks {
+        Some(Value::Number(n)) => n.as_i64().is_some_and(|n| n == 0 || n == 1),
+        Some(Value::String(s)) => s == "0" || s == "1",
+        _ => false,
     }
 }
 
@@ -228,7 +241,12 @@ pub(crate) fn parse(history: &History, operations: &[Operation]) -> Result<Parse
                 )
             })?;
             let mut outcome = operation.outcome;
-            let offset = match ok_value {
+            if weak_acks(invoked.acks) && outcome == Outcome::Ok {
+                // acks=0/1: the offset is only the leader's promise; judged as an info
+                // append (lost if never seen, acked once a read shows it).
+                outcome = Outcome::Info;
+            }
+            let offset = match ok_value.filter(|_| outcome == Outcome::Ok) {
                 Some((position, completed)) => match completed.offset {
                     // An ok without an offset is what acks=0 gets: the broker promised
                     // nothing, so it may or may not have happened.
