@@ -38,6 +38,7 @@
 //! [controller]
 //! auto_leader_rebalance = false    # move leadership back to preferred replicas periodically
 //! leader_imbalance_check_interval_ms = 300000
+//! eligible = true                  # may this broker become controller
 //! ```
 
 use crate::replica::{BrokerId, BugSwitches, TruncationMode};
@@ -172,6 +173,15 @@ pub struct ControllerConfig {
     pub auto_leader_rebalance: bool,
     #[serde(default = "default_leader_imbalance_check_interval_ms")]
     pub leader_imbalance_check_interval_ms: u64,
+    /// Whether this broker may become controller (default true). A scenario that needs
+    /// a given controller, or a node that only hosts the metadata quorum (as ZooKeeper
+    /// had its own nodes), turns it off on the others.
+    #[serde(default = "default_true")]
+    pub eligible: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 impl Default for ControllerConfig {
@@ -179,6 +189,7 @@ impl Default for ControllerConfig {
         ControllerConfig {
             auto_leader_rebalance: false,
             leader_imbalance_check_interval_ms: default_leader_imbalance_check_interval_ms(),
+            eligible: true,
         }
     }
 }

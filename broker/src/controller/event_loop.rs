@@ -282,11 +282,15 @@ impl Controller {
         }
     }
 
-    /// Tries to become controller on the current session.
+    /// Tries to become controller on the current session (never, when this broker is
+    /// not eligible).
     async fn elect(&mut self) -> Result<(), ControllerError> {
         let Some(session) = self.session else {
             return Ok(());
         };
+        if !self.config.controller.eligible {
+            return Ok(());
+        }
         if self.active.is_some() {
             return Ok(());
         }
