@@ -40,6 +40,17 @@ pub enum AdminAction {
     },
 }
 
+impl AdminAction {
+    /// The history's `f` of this request.
+    pub fn f(&self) -> &'static str {
+        match self {
+            AdminAction::TransferLeader { .. } => "transfer-leader",
+            AdminAction::ElectPreferred => "elect-preferred",
+            AdminAction::Reassign { .. } => "reassign",
+        }
+    }
+}
+
 /// The cluster as the nemesis acts on it. Node names are `n1..nN`.
 pub trait ClusterControl: Send + Sync {
     /// Every node of the test, in order.
@@ -85,6 +96,22 @@ pub trait ClusterControl: Send + Sync {
 
     /// An admin request; the broker's JSON answer, or its error.
     fn admin<'a>(&'a self, action: &'a AdminAction) -> BoxFuture<'a, Result<Value, ControlError>>;
+
+    /// Arms (`Some(actions)`) or releases (`None`) failpoint `point` of `node`'s broker;
+    /// the broker's answer. A cluster without failpoints refuses.
+    fn failpoint<'a>(
+        &'a self,
+        node: &'a str,
+        point: &'a str,
+        actions: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Value, ControlError>> {
+        let _ = (point, actions);
+        Box::pin(async move {
+            Err(ControlError(format!(
+                "{node}: this cluster has no failpoints"
+            )))
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

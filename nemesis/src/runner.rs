@@ -228,6 +228,16 @@ impl Nemesis {
         Ok(Value::Object(self.worker.execute(step).await?.value))
     }
 
+    /// As [`Nemesis::execute`], also returning the error the completion was recorded
+    /// with (a scripted scenario stops on a fault that did not happen).
+    pub async fn execute_checked(
+        &self,
+        step: &Step,
+    ) -> Result<(Value, Option<String>), JournalError> {
+        let done = self.worker.execute(step).await?;
+        Ok((Value::Object(done.value), done.error))
+    }
+
     /// Undoes every fault in place, each as its package's stop operation (healing the
     /// network as `stop-partition` / `stop-partition-ports` when cuts are in place,
     /// `resume` of every paused node, `start` of every killed node — with the wait for a
@@ -252,7 +262,7 @@ impl Nemesis {
             let token = worker
                 .journal
                 .invoke("resume", Value::Object(value.clone()))?;
-            let error = worker.resume_paused(&mut value).await;
+            let error = worker.resume_paused(None, &mut value).await;
             worker.finish(token, "resume", value, error)?;
         }
 
@@ -262,7 +272,7 @@ impl Nemesis {
             let token = worker
                 .journal
                 .invoke("start", Value::Object(value.clone()))?;
-            let error = worker.start_killed(&mut value).await;
+            let error = worker.start_killed(None, &mut value).await;
             worker.finish(token, "start", value, error)?;
         }
 
@@ -461,6 +471,21 @@ impl Worker {
                     serde_json::to_value(kind).unwrap_or(Value::Null),
                 );
             }
+            Action::AdminRequest(request) => {
+                value.insert(
+                    "request".into(),
+                    serde_json::to_value(request).unwrap_or(Value::Null),
+                );
+            }
+            Action::StartNodes { nodes } | Action::ResumeNodes { nodes } => {
+                value.insert("targets".into(), json!(nodes.join("+")));
+            }
+            Action::Failpoint { point, actions, .. } => {
+                value.insert("point".into(), json!(point));
+                if let Some(actions) = actions {
+                    value.insert("actions".into(), json!(actions));
+                }
+            }
             Action::Start
             | Action::Pause { .. }
             | Action::Resume
@@ -495,9 +520,20 @@ impl Worker {
         let mut rng = Rng::new(step.seed);
         let error = match &step.action {
             Action::Kill { target, wipe } => self.kill(target, *wipe, &mut rng, &mut value).await,
-            Action::Start => self.start_killed(&mut value).await,
+            Action::Start => self.start_killed(None, &mut value).await,
+            Action::StartNodes { nodes } => self.start_killed(Some(nodes), &mut value).await,
             Action::Pause { target } => self.pause(target, &mut rng, &mut value).await,
-            Action::Resume => self.resume_paused(&mut value).await,
+            Action::Resume => self.resume_paused(None, &mut value).await,
+            Action::ResumeNodes { nodes } => self.resume_paused(Some(nodes), &mut value).await,
+            Action::AdminRequest(request) => self.admin_request(request, &mut value).await,
+            Action::Failpoint {
+                node,
+                point,
+                actions,
+            } => {
+                self.failpoint(node, point, actions.as_deref(), &mut value)
+                    .await
+            }
             Action::Partition { shape } => {
                 self.partition(step.package, shape, Ports::All, false, &mut rng, &mut value)
                     .await
@@ -587,14 +623,34 @@ impl Worker {
         }
     }
 
-    /// Starts every killed node, wiping those marked so once they are deregistered.
-    async fn start_killed(&self, value: &mut Map<String, Value>) -> Option<String> {
-        let killed: Vec<(String, bool)> = self
-            .state()
-            .killed
-            .iter()
-            .map(|(node, wipe)| (node.clone(), *wipe))
-            .collect();
+    /// Starts every killed node (or only `only`: those of them killed, as every killed
+    /// node is, and the others if not running), wiping those marked so once they are
+    /// deregistered.
+    async fn start_killed(
+        &self,
+        only: Option<&[String]>,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let killed: Vec<(String, bool)> = match only {
+            None => self
+                .state()
+                .killed
+                .iter()
+                .map(|(node, wipe)| (node.clone(), *wipe))
+                .collect(),
+            Some(nodes) => {
+                let state = self.state();
+                nodes
+                    .iter()
+                    .map(|node| {
+                        (
+                            node.clone(),
+                            state.killed.get(node).copied().unwrap_or(false),
+                        )
+                    })
+                    .collect()
+            }
+        };
         let nodes: Vec<&String> = killed.iter().map(|(node, _)| node).collect();
         value.insert("nodes".into(), json!(nodes));
         if killed.is_empty() {
@@ -688,9 +744,16 @@ impl Worker {
         error
     }
 
-    /// SIGCONT every paused node.
-    async fn resume_paused(&self, value: &mut Map<String, Value>) -> Option<String> {
-        let paused: Vec<String> = self.state().paused.iter().cloned().collect();
+    /// SIGCONT every paused node (or only `only`).
+    async fn resume_paused(
+        &self,
+        only: Option<&[String]>,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let paused: Vec<String> = match only {
+            None => self.state().paused.iter().cloned().collect(),
+            Some(nodes) => nodes.to_vec(),
+        };
         value.insert("nodes".into(), json!(paused));
         let mut pids = Map::new();
         let mut errors = Map::new();
@@ -843,6 +906,39 @@ impl Worker {
         let none = transfers.is_empty();
         value.insert("transfers".into(), Value::Array(transfers));
         none.then(|| "no-target: no partition with a second in-sync replica".to_string())
+    }
+
+    /// One exact admin request, with the broker's answer.
+    async fn admin_request(
+        &self,
+        request: &AdminAction,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        match self.control.admin(request).await {
+            Ok(answer) => {
+                value.insert("answer".into(), answer);
+                None
+            }
+            Err(error) => Some(format!("{} failed: {error}", request.f())),
+        }
+    }
+
+    /// Arms or releases one failpoint, with the broker's answer.
+    async fn failpoint(
+        &self,
+        node: &str,
+        point: &str,
+        actions: Option<&str>,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        value.insert("nodes".into(), json!([node]));
+        match self.control.failpoint(node, point, actions).await {
+            Ok(answer) => {
+                value.insert("answer".into(), answer);
+                None
+            }
+            Err(error) => Some(format!("failpoint {point} on {node}: {error}")),
+        }
     }
 
     async fn elect_preferred(&self, value: &mut Map<String, Value>) -> Option<String> {

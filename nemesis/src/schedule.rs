@@ -54,6 +54,23 @@ pub enum Action {
     StopPartitionPorts,
     /// An admin fault (`transfer-leaders`, `elect-preferred`, `reassign`).
     Admin(AdminKind),
+    /// `start` of exactly these nodes (a scripted scenario's step): those the nemesis
+    /// killed are started as [`Action::Start`] starts them (wiping once deregistered
+    /// when their kill asked for it); others are started if not running.
+    StartNodes { nodes: Vec<String> },
+    /// `resume` of exactly these nodes (a scripted scenario's step).
+    ResumeNodes { nodes: Vec<String> },
+    /// One exact admin request (a scripted scenario's step): `transfer-leader`,
+    /// `elect-preferred` or `reassign`, recorded with the request and the answer.
+    AdminRequest(crate::control::AdminAction),
+    /// Arm (`Some(actions)`, `fail` crate syntax: `pause`, `return`, `sleep(300)`) or
+    /// release (`None`) a broker failpoint on one node (`failpoint` /
+    /// `release-failpoint`).
+    Failpoint {
+        node: String,
+        point: String,
+        actions: Option<String>,
+    },
 }
 
 impl Action {
@@ -71,6 +88,13 @@ impl Action {
             Action::Admin(AdminKind::TransferStorm) => "transfer-leaders",
             Action::Admin(AdminKind::ElectPreferred) => "elect-preferred",
             Action::Admin(AdminKind::Reassign) => "reassign",
+            Action::StartNodes { .. } => "start",
+            Action::ResumeNodes { .. } => "resume",
+            Action::AdminRequest(request) => request.f(),
+            Action::Failpoint {
+                actions: Some(_), ..
+            } => "failpoint",
+            Action::Failpoint { actions: None, .. } => "release-failpoint",
         }
     }
 
@@ -82,10 +106,14 @@ impl Action {
             Action::Partition { shape } | Action::PartitionPorts { shape, .. } => {
                 Some(shape.name())
             }
-            Action::Admin(_) => Some("partitions".into()),
-            Action::Start | Action::Resume | Action::StopPartition | Action::StopPartitionPorts => {
-                None
-            }
+            Action::Admin(_) | Action::AdminRequest(_) => Some("partitions".into()),
+            Action::Failpoint { node, .. } => Some(node.clone()),
+            Action::Start
+            | Action::Resume
+            | Action::StopPartition
+            | Action::StopPartitionPorts
+            | Action::StartNodes { .. }
+            | Action::ResumeNodes { .. } => None,
         }
     }
 }

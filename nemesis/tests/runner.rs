@@ -1708,3 +1708,86 @@ async fn control_errors_are_recorded() {
     assert!(state.is_healed(), "{state:?}");
     control.assert_healed();
 }
+
+/// The exact actions of scripted scenarios: start and resume of named nodes only, one
+/// admin request with its answer, a failpoint on a control without failpoints refused
+/// and recorded so; `execute_checked` hands back the error.
+#[tokio::test]
+async fn scripted_actions_act_on_exactly_what_they_name() {
+    let control = FakeControl::new();
+    let journal = FakeJournal::new();
+    let nemesis = nemesis(&control, &journal);
+    nemesis.execute(&kill(&["n1", "n2"], false)).await.unwrap();
+    assert!(!control.cluster().running.contains_key("n1"));
+
+    let start = Action::StartNodes { nodes: s(&["n2"]) };
+    let (value, error) = nemesis
+        .execute_checked(&step(PackageKind::Kill, start, 2))
+        .await
+        .unwrap();
+    assert_eq!(error, None);
+    let op = last(&journal);
+    assert_eq!(op.f, "start");
+    assert_eq!(op.invoke["targets"], json!("n2"));
+    assert_eq!(value["nodes"], json!(["n2"]));
+    assert!(control.cluster().running.contains_key("n2"));
+    assert!(
+        !control.cluster().running.contains_key("n1"),
+        "n1 was not named"
+    );
+    assert_eq!(nemesis.state().killed.keys().collect::<Vec<_>>(), ["n1"]);
+
+    let pause = Action::Pause {
+        target: nodes_target(&["n3", "n4"]),
+    };
+    nemesis
+        .execute(&step(PackageKind::Pause, pause, 3))
+        .await
+        .unwrap();
+    let resume = Action::ResumeNodes { nodes: s(&["n4"]) };
+    nemesis
+        .execute(&step(PackageKind::Pause, resume, 4))
+        .await
+        .unwrap();
+    assert_eq!(last(&journal).f, "resume");
+    assert!(control.cluster().paused.contains("n3"));
+    assert!(!control.cluster().paused.contains("n4"));
+    assert_eq!(nemesis.state().paused.iter().collect::<Vec<_>>(), ["n3"]);
+
+    let request = AdminAction::TransferLeader {
+        topic: "t".into(),
+        partition: 0,
+        to: "n3".into(),
+    };
+    let (value, error) = nemesis
+        .execute_checked(&step(
+            PackageKind::Admin,
+            Action::AdminRequest(request.clone()),
+            5,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(error, None);
+    let op = last(&journal);
+    assert_eq!(op.f, "transfer-leader");
+    assert_eq!(op.invoke["request"]["to"], json!("n3"));
+    assert_eq!(value["answer"], json!({"leader": "n3"}));
+    assert_eq!(control.cluster().admin_log.last(), Some(&request));
+
+    let arm = Action::Failpoint {
+        node: "n2".into(),
+        point: "before_isr_write".into(),
+        actions: Some("pause".into()),
+    };
+    let (_, error) = nemesis
+        .execute_checked(&step(PackageKind::Admin, arm, 6))
+        .await
+        .unwrap();
+    let op = last(&journal);
+    assert_eq!(op.f, "failpoint");
+    assert_eq!(op.invoke["point"], json!("before_isr_write"));
+    assert_eq!(op.invoke["actions"], json!("pause"));
+    let error = error.expect("the fake control has no failpoints");
+    assert!(error.contains("no failpoints"), "{error}");
+    assert_eq!(op.error.as_deref(), Some(error.as_str()));
+}
