@@ -172,6 +172,21 @@ mod log {
     }
 
     #[test]
+    fn a_read_that_ended_before_an_append_began_does_not_lose_it() {
+        // Offset 1 is read with value 2, then reused for value 3 (after the read): value 2
+        // is lost by the final read; value 3 is not lost by the earlier read.
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        let two = h.append(0, 2, 1);
+        h.read(1, 0, &[(0, 1), (1, 2)], 2);
+        h.append(2, 3, 1);
+        let fin = h.final_read(3, 0, &[(0, 1), (1, 3)], 2);
+        let report = h.check();
+        assert_one(&report, AnomalyKind::LostWrite, &[two, fin], true);
+        assert!(!of_kind(&report, AnomalyKind::InconsistentOffsets).is_empty());
+    }
+
+    #[test]
     fn an_acks_1_append_seen_by_a_read_is_acked_there() {
         let mut h = Builder::default();
         h.push(

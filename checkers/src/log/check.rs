@@ -772,7 +772,9 @@ impl<'a> Checker<'a> {
             // Standing entries in the gap before this record are missing from the read.
             let mut j = standing.find(cursor);
             while j < list.len() && list[j].offset < x {
-                self.condemn(list[j], r, completion, Missing::Gap, standing, j);
+                if !self.appended_after(list[j], completion) {
+                    self.condemn(list[j], r, completion, Missing::Gap, standing, j);
+                }
                 j = standing.find(j + 1);
             }
             cursor = gallop(list, cursor, x);
@@ -780,7 +782,7 @@ impl<'a> Checker<'a> {
             let mut j = standing.find(cursor);
             while j < list.len() && list[j].offset == x {
                 let entry = list[j];
-                if entry.value != w {
+                if entry.value != w && !self.appended_after(entry, completion) {
                     self.condemn(entry, r, completion, Missing::Replaced(w), standing, j);
                 }
                 j = standing.find(j + 1);
@@ -818,6 +820,13 @@ impl<'a> Checker<'a> {
             }
             j = standing.find(j + 1);
         }
+    }
+
+    /// Whether `entry`'s append was invoked after the read that completed at
+    /// `completion`: that read cannot show the value missing (an offset reused after
+    /// the read is an `inconsistent-offsets`, not a loss of the later value).
+    fn appended_after(&self, entry: Entry, completion: usize) -> bool {
+        self.parsed.appends[entry.append as usize].invoke > completion
     }
 
     fn ack_description(&self, entry: Entry) -> (u64, &'static str) {
