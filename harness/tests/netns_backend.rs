@@ -703,8 +703,8 @@ fn uncut_removes_exactly_the_rules_of_its_cuts() {
         // The same cut again: in place twice.
         backend.cut(&both_ways).await.expect("cut again");
         let whole = |source: &str| format!("-A <chain> -s {source}/32 -j DROP");
-        let port = |protocol: &str| {
-            format!("-A <chain> -s {n1}/32 -p {protocol} -m {protocol} --dport 8000 -j DROP")
+        let port = |protocol: &str, side: &str| {
+            format!("-A <chain> -s {n1}/32 -p {protocol} -m {protocol} --{side} 8000 -j DROP")
         };
         let with_both_ways = |times: usize| {
             let mut expected = BTreeMap::new();
@@ -712,7 +712,15 @@ fn uncut_removes_exactly_the_rules_of_its_cuts() {
                 expected.insert("n1".to_string(), vec![whole(&n2); times]);
                 expected.insert("n2".to_string(), vec![whole(&n1); times]);
             }
-            expected.insert("n3".to_string(), vec![port("tcp"), port("udp")]);
+            expected.insert(
+                "n3".to_string(),
+                vec![
+                    port("tcp", "dport"),
+                    port("udp", "dport"),
+                    port("tcp", "sport"),
+                    port("udp", "sport"),
+                ],
+            );
             expected
         };
         assert_eq!(all_cut_rules(&backend).await, with_both_ways(2));

@@ -132,8 +132,9 @@ impl RuleVerb {
 }
 
 /// The rules for `cut`: for each direction `src → dst` it covers, `DROP` rules in `dst`'s
-/// `chain` for packets from `src`'s address, one per destination port and protocol (TCP
-/// and UDP) when the cut has ports, else one for everything; `verb` appends them (a cut)
+/// `chain` for packets from `src`'s address, when the cut has ports one per port, protocol
+/// (TCP and UDP) and side (to the port: requests to `dst`'s listener; from it: answers of
+/// `src`'s listener), else one for everything; `verb` appends them (a cut)
 /// or deletes them (an uncut), with the same specifications either way.
 pub fn cut_rules(
     cut: &Cut,
@@ -188,13 +189,17 @@ pub fn cut_rules(
             None => rules.push(base(&[])),
             Some(ports) => {
                 for port in ports {
-                    for protocol in ["tcp", "udp"] {
-                        rules.push(base(&[
-                            "-p".into(),
-                            protocol.into(),
-                            "--dport".into(),
-                            port.to_string(),
-                        ]));
+                    // To the port (requests to the receiver's listener) and from it
+                    // (answers of the sender's listener, e.g. to a fetch in flight).
+                    for direction in ["--dport", "--sport"] {
+                        for protocol in ["tcp", "udp"] {
+                            rules.push(base(&[
+                                "-p".into(),
+                                protocol.into(),
+                                direction.into(),
+                                port.to_string(),
+                            ]));
+                        }
                     }
                 }
             }
@@ -1520,7 +1525,7 @@ mod tests {
     }
 
     #[test]
-    fn a_port_cut_drops_tcp_and_udp_to_each_port() {
+    fn a_port_cut_drops_tcp_and_udp_to_and_from_each_port() {
         let rules = cut_rules(
             &Cut::between("n1", "n2").ports(&[9093, 80, 9093]),
             RuleVerb::Append,
@@ -1533,12 +1538,20 @@ mod tests {
             vec![
                 "n2: -A c -s 10.77.5.1/32 -p tcp --dport 80 -j DROP",
                 "n2: -A c -s 10.77.5.1/32 -p udp --dport 80 -j DROP",
+                "n2: -A c -s 10.77.5.1/32 -p tcp --sport 80 -j DROP",
+                "n2: -A c -s 10.77.5.1/32 -p udp --sport 80 -j DROP",
                 "n2: -A c -s 10.77.5.1/32 -p tcp --dport 9093 -j DROP",
                 "n2: -A c -s 10.77.5.1/32 -p udp --dport 9093 -j DROP",
+                "n2: -A c -s 10.77.5.1/32 -p tcp --sport 9093 -j DROP",
+                "n2: -A c -s 10.77.5.1/32 -p udp --sport 9093 -j DROP",
                 "n1: -A c -s 10.77.5.2/32 -p tcp --dport 80 -j DROP",
                 "n1: -A c -s 10.77.5.2/32 -p udp --dport 80 -j DROP",
+                "n1: -A c -s 10.77.5.2/32 -p tcp --sport 80 -j DROP",
+                "n1: -A c -s 10.77.5.2/32 -p udp --sport 80 -j DROP",
                 "n1: -A c -s 10.77.5.2/32 -p tcp --dport 9093 -j DROP",
                 "n1: -A c -s 10.77.5.2/32 -p udp --dport 9093 -j DROP",
+                "n1: -A c -s 10.77.5.2/32 -p tcp --sport 9093 -j DROP",
+                "n1: -A c -s 10.77.5.2/32 -p udp --sport 9093 -j DROP",
             ]
         );
         // An uncut deletes the very rules the cut appended.
@@ -1554,6 +1567,8 @@ mod tests {
             vec![
                 "n3: -D c -s 10.77.5.2/32 -p tcp --dport 7 -j DROP",
                 "n3: -D c -s 10.77.5.2/32 -p udp --dport 7 -j DROP",
+                "n3: -D c -s 10.77.5.2/32 -p tcp --sport 7 -j DROP",
+                "n3: -D c -s 10.77.5.2/32 -p udp --sport 7 -j DROP",
             ]
         );
     }
