@@ -49,6 +49,8 @@ pub struct ClusterSpec {
     pub bugs: Vec<String>,
     /// `KEY=VALUE` settings for every node.toml.
     pub settings: Vec<String>,
+    /// `KEY=VALUE` settings of single nodes (by name), applied after `settings`.
+    pub node_settings: BTreeMap<String, Vec<String>>,
     /// Where each node's files go on the node (a folder per node is made inside).
     pub root: PathBuf,
 }
@@ -288,7 +290,8 @@ impl Cluster {
                     .collect(),
             ),
         );
-        for setting in &self.spec.settings {
+        let own = self.spec.node_settings.get(&node.name);
+        for setting in self.spec.settings.iter().chain(own.into_iter().flatten()) {
             apply_setting(&mut table, setting)?;
         }
         let mut listeners = toml::Table::new();
@@ -331,6 +334,16 @@ impl Cluster {
 
     /// Writes every node's configuration and starts every broker.
     pub async fn start(&self) -> Result<(), ClusterError> {
+        self.install_configs().await?;
+        for i in 0..self.nodes.len() {
+            let name = self.nodes[i].name.clone();
+            self.start_node(&name).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes every node's folder and `node.toml`; starts nothing.
+    pub async fn install_configs(&self) -> Result<(), ClusterError> {
         for i in 0..self.nodes.len() {
             let node = self.nodes[i].clone();
             let config = self.node_config(&node)?;
@@ -353,7 +366,6 @@ impl Cluster {
                 .upload(&local, &node.name, &node.dir.join("node.toml"))
                 .await?;
             let _ = std::fs::remove_file(&local);
-            self.start_node(&node.name).await?;
         }
         Ok(())
     }
@@ -496,8 +508,46 @@ impl Cluster {
         replication_factor: u32,
         timeout: Duration,
     ) -> Result<(), ClusterError> {
-        let start = Instant::now();
         let body = json!({"topic": topic, "partitions": partitions, "replication_factor": replication_factor});
+        self.create_topic_with(topic, partitions, body, timeout)
+            .await
+    }
+
+    /// Creates `topic` with the given replicas of each partition (node names, the first
+    /// the preferred leader), as [`Cluster::create_topic`].
+    pub async fn create_topic_assigned(
+        &self,
+        topic: &str,
+        assignment: &[Vec<String>],
+        timeout: Duration,
+    ) -> Result<(), ClusterError> {
+        let ids = assignment
+            .iter()
+            .map(|replicas| {
+                replicas
+                    .iter()
+                    .map(|name| {
+                        self.node(name)
+                            .map(|n| n.broker_id)
+                            .ok_or_else(|| ClusterError::NotServing(format!("no node {name}")))
+                    })
+                    .collect::<Result<Vec<u32>, ClusterError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let partitions = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        let body = json!({"topic": topic, "assignment": ids});
+        self.create_topic_with(topic, partitions, body, timeout)
+            .await
+    }
+
+    async fn create_topic_with(
+        &self,
+        topic: &str,
+        partitions: u32,
+        body: Value,
+        timeout: Duration,
+    ) -> Result<(), ClusterError> {
+        let start = Instant::now();
         let mut last = String::new();
         'create: while start.elapsed() < timeout {
             for node in &self.nodes {

@@ -452,6 +452,48 @@ impl ClusterControl for ClusterFaults {
     fn admin<'a>(&'a self, action: &'a AdminAction) -> BoxFuture<'a, Result<Value, ControlError>> {
         Box::pin(self.post_admin(action))
     }
+
+    fn failpoint<'a>(
+        &'a self,
+        node: &'a str,
+        point: &'a str,
+        actions: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Value, ControlError>> {
+        Box::pin(self.set_failpoint(node, point, actions))
+    }
+}
+
+impl ClusterFaults {
+    /// `PUT /v1/debug/failpoints/{point}` with the actions, or `DELETE` to release it, on
+    /// `node`'s broker; its JSON answer.
+    async fn set_failpoint(
+        &self,
+        node: &str,
+        point: &str,
+        actions: Option<&str>,
+    ) -> Result<Value, ControlError> {
+        let url = self
+            .cluster
+            .node(node)
+            .map(|n| format!("{}/v1/debug/failpoints/{point}", n.client_url()))
+            .ok_or_else(|| ControlError(format!("no node {node:?} in this test")))?;
+        let request = match actions {
+            Some(actions) => self.http.put(url).json(&json!({ "actions": actions })),
+            None => self.http.delete(url),
+        };
+        let response = request
+            .timeout(ADMIN_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| ControlError(format!("{node}: {}", crate::error_chain(&e))))?;
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        if status.is_success() {
+            Ok(answer)
+        } else {
+            Err(ControlError(format!("{node} answered {status}: {answer}")))
+        }
+    }
 }
 
 /// What the nemesis did, by `f`: the one-line summary of a test and its `stats.json`.

@@ -9,6 +9,8 @@
 //! - [`faults`]: the nemesis's hold on a real test: its `ClusterControl` on the cluster
 //!   and backend, its `Journal` on the history recorder.
 //! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder.
+//! - [`scenario`]: scenario files (a bug report as a script of faults and an
+//!   expectation) and playing one on a cluster; [`repro`]: `harness repro`.
 //!
 //! Architecture invariant: judging lives in `checkers`, formats in `history`; this crate
 //! wires them to files, the terminal and exit codes.
@@ -22,6 +24,8 @@ pub mod export;
 pub mod faults;
 pub mod generator;
 pub mod recorder;
+pub mod repro;
+pub mod scenario;
 pub mod test_run;
 pub mod workload;
 

@@ -32,6 +32,7 @@ fn main() {
         Command::Export(args) => harness::export::run(&args),
         Command::Clean => harness::clean::run(),
         Command::Test(args) => harness::test_run::run(&args),
+        Command::Repro(args) => harness::repro::run(&args),
     };
     match outcome {
         Ok(code) => std::process::exit(code),

@@ -241,11 +241,11 @@ struct Faults {
 }
 
 #[derive(Debug, Clone, Serialize)]
-struct PartitionAvailability {
-    partition: u32,
+pub(crate) struct PartitionAvailability {
+    pub partition: u32,
     /// Seconds from the start of the probe to the first acknowledged write.
-    first_write_secs: Option<f64>,
-    last_error: Option<String>,
+    pub first_write_secs: Option<f64>,
+    pub last_error: Option<String>,
 }
 
 async fn run_test(args: &TestArgs) -> Result<i32> {
@@ -324,7 +324,11 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let mut outcome = check::check_file(&run_dir, &settings)?;
-    add_availability(&mut outcome.results, &stats.availability);
+    add_availability(
+        &mut outcome.results,
+        &stats.availability,
+        AVAILABILITY_BOUND,
+    );
     check::write_json(&run_dir.join("results.json"), &outcome.results)?;
     update_latest(&args.store, &name, &run_dir);
     check::print_summary(&outcome);
@@ -367,6 +371,7 @@ async fn run_phases(
         broker_bin,
         bugs: args.bugs.clone(),
         settings: args.broker_config.clone(),
+        node_settings: Default::default(),
         root: nodes_dir.clone(),
     };
     let cluster = Arc::new(Cluster::new(backend.clone(), spec)?);
@@ -482,7 +487,8 @@ async fn run_phases(
             }
         }
         stats.recovery_secs = recovery.elapsed().as_secs_f64();
-        stats.availability = probe_availability(&target, &options, &recorder).await?;
+        stats.availability =
+            probe_availability(&target, &options, &recorder, AVAILABILITY_BOUND).await?;
         let finals =
             workload::final_reads(&target, &options, &recorder, FINAL_READS_TIMEOUT).await?;
         stats.final_reads_complete = finals.complete();
@@ -607,10 +613,11 @@ async fn with_down_brokers(cluster: &Cluster, problem: String) -> String {
 /// After the heal, an acks=all write to every partition, retried until one is
 /// acknowledged or [`AVAILABILITY_BOUND`] passes; recorded like any other write (values
 /// negative, so they never collide with the workers').
-async fn probe_availability(
+pub(crate) async fn probe_availability(
     target: &Target,
     options: &WorkloadOptions,
     recorder: &Recorder,
+    bound: Duration,
 ) -> Result<Vec<PartitionAvailability>> {
     let target = Arc::new(target.clone());
     let mut tasks = tokio::task::JoinSet::new();
@@ -632,7 +639,7 @@ async fn probe_availability(
             let key = client.target().key(partition);
             let mut last_error = None;
             let mut attempt: i64 = 0;
-            while start.elapsed() < AVAILABILITY_BOUND {
+            while start.elapsed() < bound {
                 let value = -1 - (i64::from(partition) + attempt * partitions);
                 attempt += 1;
                 let node = client.route(partition).await;
@@ -689,7 +696,11 @@ async fn probe_availability(
 
 /// The availability checker: `invalid` (`unavailable-after-heal`) if a partition
 /// accepted no write within the bound after the final heal.
-fn add_availability(results: &mut Results, availability: &[PartitionAvailability]) {
+pub(crate) fn add_availability(
+    results: &mut Results,
+    availability: &[PartitionAvailability],
+    bound: Duration,
+) {
     let unavailable: Vec<&PartitionAvailability> = availability
         .iter()
         .filter(|p| p.first_write_secs.is_none())
@@ -708,7 +719,7 @@ fn add_availability(results: &mut Results, availability: &[PartitionAvailability
                 "explanation": format!(
                     "partition {} accepted no acks=all write within {} s after the final heal (last error: {})",
                     p.partition,
-                    AVAILABILITY_BOUND.as_secs(),
+                    bound.as_secs_f64(),
                     p.last_error.as_deref().unwrap_or("none")
                 ),
             })
@@ -718,7 +729,7 @@ fn add_availability(results: &mut Results, availability: &[PartitionAvailability
         "availability",
         verdict,
         &json!({
-            "bound_secs": AVAILABILITY_BOUND.as_secs(),
+            "bound_secs": bound.as_secs_f64(),
             "partitions": availability,
             "anomalies": anomalies,
         }),
@@ -778,7 +789,7 @@ fn spawn_progress(recorder: &Recorder, limit: Duration) -> ProgressBar {
 }
 
 /// `<store>/<name>/<YYYYMMDDTHHMMSS>/`, suffixed if that exists already.
-fn create_run_dir(store: &Path, name: &str) -> Result<PathBuf> {
+pub(crate) fn create_run_dir(store: &Path, name: &str) -> Result<PathBuf> {
     let stamp = chrono::Local::now().format("%Y%m%dT%H%M%S").to_string();
     let base = store.join(name);
     std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
@@ -807,7 +818,7 @@ fn create_run_dir(store: &Path, name: &str) -> Result<PathBuf> {
 }
 
 /// Points `<store>/<name>/latest` and `<store>/latest` at the run.
-fn update_latest(store: &Path, name: &str, run_dir: &Path) {
+pub(crate) fn update_latest(store: &Path, name: &str, run_dir: &Path) {
     for link in [store.join(name).join("latest"), store.join("latest")] {
         let _ = std::fs::remove_file(&link);
         if let Err(e) = std::os::unix::fs::symlink(run_dir, &link) {

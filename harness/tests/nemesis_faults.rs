@@ -248,6 +248,7 @@ impl Rig {
             broker_bin,
             bugs: Vec::new(),
             settings: vec!["metadata.session_timeout_ms=3000".into()],
+            node_settings: Default::default(),
             root: dir.join("nodes"),
         };
         let dyn_backend: Arc<dyn Backend> = backend.clone();

@@ -198,6 +198,19 @@ struct ProduceReply {
     offset: i64,
 }
 
+/// The body of a batch produce.
+#[derive(Serialize)]
+struct BatchBody<'a> {
+    values: &'a [Value],
+    acks: &'static str,
+    timeout_ms: u64,
+}
+
+#[derive(Deserialize)]
+struct BatchReply {
+    offsets: Vec<i64>,
+}
+
 #[derive(Deserialize)]
 struct ErrorBody {
     error: String,
@@ -375,21 +388,62 @@ impl BrokerClient {
         partition: u32,
         value: &Value,
     ) -> Result<i64, ClientError> {
-        let timeout = self.request_timeout;
+        self.produce_acks(node, partition, value, "all").await
+    }
+
+    /// [`BrokerClient::produce`] with the given `acks` (`"all"`, `"1"`, `"0"`).
+    pub async fn produce_acks(
+        &mut self,
+        node: usize,
+        partition: u32,
+        value: &Value,
+        acks: &'static str,
+    ) -> Result<i64, ClientError> {
         let body = ProduceBody {
             value,
-            acks: "all",
+            acks,
             timeout_ms: self.broker_timeout_ms,
         };
+        self.send_produce::<_, ProduceReply>(node, partition, &body)
+            .await
+            .map(|r| r.offset)
+    }
+
+    /// Several values in one request, appended together at consecutive offsets: each
+    /// one's offset.
+    pub async fn produce_batch(
+        &mut self,
+        node: usize,
+        partition: u32,
+        values: &[Value],
+        acks: &'static str,
+    ) -> Result<Vec<i64>, ClientError> {
+        let body = BatchBody {
+            values,
+            acks,
+            timeout_ms: self.broker_timeout_ms,
+        };
+        self.send_produce::<_, BatchReply>(node, partition, &body)
+            .await
+            .map(|r| r.offsets)
+    }
+
+    async fn send_produce<B: Serialize, R: serde::de::DeserializeOwned>(
+        &mut self,
+        node: usize,
+        partition: u32,
+        body: &B,
+    ) -> Result<R, ClientError> {
+        let timeout = self.request_timeout;
         let result = match records_endpoint(&mut self.endpoints, node, partition) {
             Ok((endpoint, p)) => {
                 self.io.json.clear();
-                match serde_json::to_writer(&mut self.io.json, &body) {
+                match serde_json::to_writer(&mut self.io.json, body) {
                     Ok(()) => {
                         self.io.begin("POST", &endpoint.records_paths[p]);
                         self.io.finish(&endpoint.host, true);
                         match endpoint.exchange(&mut self.io, timeout).await {
-                            Ok(answer) => answer.parse::<ProduceReply>().map(|r| r.offset),
+                            Ok(answer) => answer.parse::<R>(),
                             Err(error) => Err(error),
                         }
                     }

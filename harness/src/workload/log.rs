@@ -111,26 +111,26 @@ async fn append(
 }
 
 /// What one read asks for.
-struct ReadSpec {
-    partition: u32,
-    offset: i64,
-    max: u32,
-    consistency: Consistency,
-    marked_final: bool,
+pub(crate) struct ReadSpec {
+    pub partition: u32,
+    pub offset: i64,
+    pub max: u32,
+    pub consistency: Consistency,
+    pub marked_final: bool,
 }
 
 /// What an ok read returned, beyond its records (which went into the history).
-struct ReadSummary {
+pub(crate) struct ReadSummary {
     /// One past the highest offset returned, or the offset read from if none.
-    end: i64,
-    records: u64,
-    high_watermark: i64,
+    pub end: i64,
+    pub records: u64,
+    pub high_watermark: i64,
     /// The record limit the broker applied.
-    max: u64,
+    pub max: u64,
 }
 
 /// Performs and records one read; what it returned, or the error it was recorded with.
-async fn read(
+pub(crate) async fn read(
     client: &mut BrokerClient,
     recorder: &Recorder,
     process: u64,

@@ -1,0 +1,181 @@
+//! `harness repro`: play scenarios and compare the checkers' verdicts with what each
+//! scenario expects — one in one mode, or (`--all`) every one in both modes with a table.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::cli::ReproArgs;
+use crate::cluster;
+use crate::scenario::run::{play, Mode, PlayOutcome};
+use crate::scenario::{self, Scenario};
+
+/// Runs `harness repro`; returns the exit code: 0 when every expectation held, 1 when
+/// one did not.
+pub fn run(args: &ReproArgs) -> Result<i32> {
+    let dir = args.scenarios.clone().unwrap_or_else(scenario::default_dir);
+    let scenarios = if args.all {
+        scenario::load_all(&dir)?
+    } else {
+        let name = args.name.as_deref().unwrap_or_default();
+        vec![Scenario::load(&scenario_path(&dir, name)?)?]
+    };
+    if args.check {
+        for s in &scenarios {
+            println!(
+                "{}: ok ({} nodes, {} steps) {}",
+                s.path.display(),
+                s.cluster.nodes.len(),
+                s.steps.len(),
+                s.title
+            );
+        }
+        return Ok(0);
+    }
+    let broker_bin = match &args.broker_bin {
+        Some(path) => {
+            if !path.is_file() {
+                bail!("--broker-bin {}: no such file", path.display());
+            }
+            path.canonicalize()
+                .with_context(|| format!("--broker-bin {}", path.display()))?
+        }
+        None => {
+            eprintln!("building the broker (cargo build -p broker --features failpoints)...");
+            cluster::build_broker()?
+        }
+    };
+    let plays: Vec<(&Scenario, Mode)> = if args.all {
+        scenarios
+            .iter()
+            .flat_map(|s| [(s, Mode::Buggy), (s, Mode::Fixed)])
+            .collect()
+    } else {
+        let mode = if args.buggy { Mode::Buggy } else { Mode::Fixed };
+        scenarios.iter().map(|s| (s, mode)).collect()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let began = Instant::now();
+    let mut outcomes = Vec::new();
+    for (i, (scenario, mode)) in plays.iter().enumerate() {
+        if plays.len() > 1 {
+            eprintln!(
+                "\n[{}/{}] {} {}",
+                i + 1,
+                plays.len(),
+                scenario.name,
+                mode.as_str()
+            );
+        }
+        let outcome = runtime.block_on(play(scenario, *mode, &args.store, &broker_bin))?;
+        print_outcome(&outcome);
+        outcomes.push(outcome);
+    }
+    if args.all {
+        println!();
+        print_table(&outcomes);
+        let met = outcomes.iter().filter(|o| o.met).count();
+        println!(
+            "{met} of {} expectations held in {:.0} s",
+            outcomes.len(),
+            began.elapsed().as_secs_f64()
+        );
+        if let Some(out) = &args.json {
+            write_table(out, &outcomes)?;
+        }
+    }
+    Ok(if outcomes.iter().all(|o| o.met) { 0 } else { 1 })
+}
+
+/// `name` as a file: a path to a `.toml`, or a scenario of `dir`.
+fn scenario_path(dir: &Path, name: &str) -> Result<PathBuf> {
+    if name.ends_with(".toml") {
+        return Ok(PathBuf::from(name));
+    }
+    let path = dir.join(format!("{name}.toml"));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let known: Vec<String> = scenario::load_all(dir)
+        .map(|all| all.into_iter().map(|s| s.name).collect())
+        .unwrap_or_default();
+    bail!(
+        "no scenario {name:?} in {} (there are: {})",
+        dir.display(),
+        known.join(", ")
+    )
+}
+
+fn print_outcome(outcome: &PlayOutcome) {
+    println!(
+        "{} {}: verdict {}; expectation {}: {}",
+        outcome.scenario,
+        outcome.mode.as_str(),
+        outcome.verdict.map_or("none", |v| v.as_str()),
+        if outcome.met { "met" } else { "NOT met" },
+        outcome.reason
+    );
+    println!("run: {}", outcome.run_dir.display());
+}
+
+fn anomaly_list(outcome: &PlayOutcome) -> String {
+    if outcome.anomalies.is_empty() {
+        "-".into()
+    } else {
+        outcome
+            .anomalies
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+fn print_table(outcomes: &[PlayOutcome]) {
+    let width = outcomes
+        .iter()
+        .map(|o| o.scenario.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let anomalies_width = outcomes
+        .iter()
+        .map(|o| anomaly_list(o).len())
+        .max()
+        .unwrap_or(9)
+        .max(9);
+    println!(
+        "{:width$}  {:5}  {:7}  {:anomalies_width$}  {:8}  {:>8}",
+        "scenario", "mode", "verdict", "anomalies", "expected", "duration"
+    );
+    for o in outcomes {
+        println!(
+            "{:width$}  {:5}  {:7}  {:anomalies_width$}  {:8}  {:>7.1}s",
+            o.scenario,
+            o.mode.as_str(),
+            o.verdict.map_or("none", |v| v.as_str()),
+            anomaly_list(o),
+            if o.met { "met" } else { "NOT MET" },
+            o.secs
+        );
+    }
+}
+
+#[derive(Serialize)]
+struct Table<'a> {
+    all_met: bool,
+    runs: &'a [PlayOutcome],
+}
+
+fn write_table(out: &Path, outcomes: &[PlayOutcome]) -> Result<()> {
+    let table = Table {
+        all_met: outcomes.iter().all(|o| o.met),
+        runs: outcomes,
+    };
+    crate::check::write_json(out, &table)
+}

@@ -1,0 +1,390 @@
+//! Scenario files: every shipped one is valid, and a file with a mistake is refused with
+//! its line and the reason — by the library, and by `harness repro` before anything
+//! starts (no run folder, no broker build, no namespace).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::scenario::{self, Acks, Scenario, Sending, StepKind};
+
+/// A small valid scenario; tests break one line of it.
+const GOOD: &str = r#"title = "A test scenario"
+jira = "https://example.invalid/JIRA-1"
+summary = "What goes wrong."
+
+[cluster]
+nodes = 3
+voters = ["n3"]
+start = [["n3"], ["n1", "n2"]]
+settings = { min_insync_replicas = 1, metadata = { session_timeout_ms = 3000 } }
+
+[cluster.node.n3]
+settings = { "controller.eligible" = false }
+
+[topic]
+name = "p"
+assignment = [["n1", "n2"]]
+
+[switch]
+bugs = ["KAFKA-7128"]
+
+[expect]
+buggy = ["lost-write"]
+fixed = "valid"
+availability_bound = "10s"
+
+[[step]]
+do = "wait-until"
+until = "leader(p/0) == n1 and isr(p/0) == {n1, n2}"
+timeout = "20s"
+
+[[step]]
+do = "produce"
+partition = "p/0"
+count = 5
+acks = "1"
+batch = true
+
+[[step]]
+do = "kill"
+nodes = "n1"
+wipe = true
+
+[[step]]
+do = "partition"
+drop = { n2 = ["n1"] }
+ports = "replication"
+
+[[step]]
+do = "failpoint"
+node = "n2"
+point = "follower_fetch_response"
+action = "sleep(200)"
+
+[[step]]
+do = "transfer-leader"
+partition = "p/0"
+to = "n2"
+may_fail = true
+
+[[step]]
+do = "sleep"
+for = "500ms"
+"#;
+
+fn parse(text: &str) -> Result<Scenario, scenario::ScenarioError> {
+    Scenario::parse(Path::new("test.toml"), text)
+}
+
+/// GOOD with `from` replaced by `to` (once; it must occur).
+fn broken(from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "{from:?} is not in the scenario");
+    GOOD.replacen(from, to, 1)
+}
+
+/// The 1-based line of GOOD where `needle` first occurs.
+fn line_of(needle: &str) -> usize {
+    GOOD.lines()
+        .position(|line| line.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("{needle:?} not in the scenario"))
+}
+
+fn refused(text: &str) -> scenario::ScenarioError {
+    match parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(error) => error,
+    }
+}
+
+#[test]
+fn a_valid_file_is_read_completely() {
+    let s = parse(GOOD).expect("valid");
+    assert_eq!(s.name, "test");
+    assert_eq!(s.cluster.nodes, ["n1", "n2", "n3"]);
+    assert_eq!(s.cluster.start, [vec!["n3"], vec!["n1", "n2"]]);
+    assert!(s
+        .cluster
+        .settings
+        .contains(&"metadata.voters=[3]".to_string()));
+    assert!(s
+        .cluster
+        .settings
+        .contains(&"metadata.session_timeout_ms=3000".to_string()));
+    assert_eq!(
+        s.cluster.node_settings["n3"],
+        ["controller.eligible=false".to_string()]
+    );
+    assert_eq!(s.switch.bugs, ["KAFKA-7128"]);
+    assert_eq!(s.expect.buggy, ["lost-write"]);
+    assert_eq!(s.expect.availability_bound.as_secs(), 10);
+    assert_eq!(s.steps.len(), 7);
+    assert_eq!(s.steps[1].line, line_of("do = \"produce\"") - 1);
+    match &s.steps[1].kind {
+        StepKind::Produce {
+            count,
+            acks,
+            sending,
+            ..
+        } => {
+            assert_eq!(*count, 5);
+            assert_eq!(*acks, Acks::Leader);
+            assert_eq!(*sending, Sending::Batch);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(s.steps[2].kind, StepKind::Kill { wipe: true, .. }));
+    assert!(matches!(
+        s.steps[5].kind,
+        StepKind::Admin { may_fail: true, .. }
+    ));
+}
+
+#[test]
+fn an_unknown_step_is_refused_with_its_line() {
+    let error = refused(&broken("do = \"kill\"", "do = \"kil\""));
+    // The line of the step's [[step]].
+    assert_eq!(error.line, Some(line_of("do = \"kill\"") - 1), "{error}");
+    assert!(
+        error.reason.contains("step 3 (kil): unknown variant `kil`"),
+        "{error}"
+    );
+    assert!(error.to_string().starts_with("test.toml:"), "{error}");
+}
+
+#[test]
+fn an_unknown_key_in_a_step_is_refused() {
+    let error = refused(&broken("wipe = true", "wype = true"));
+    let step_line = line_of("do = \"kill\"") - 1;
+    assert_eq!(error.line, Some(step_line), "{error}");
+    assert!(
+        error.reason.contains("step 3 (kill): unknown field `wype`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_unknown_node_is_refused_with_the_step_and_its_line() {
+    let error = refused(&broken("nodes = \"n1\"", "nodes = \"n7\""));
+    assert_eq!(error.line, Some(line_of("do = \"kill\"") - 1), "{error}");
+    assert!(
+        error
+            .reason
+            .contains("step 3 (kill): nodes: unknown node \"n7\" (the cluster has n1, n2, n3)"),
+        "{error}"
+    );
+    for (from, to, says) in [
+        (
+            "to = \"n2\"",
+            "to = \"n4\"",
+            "step 6 (transfer-leader): to: unknown node \"n4\"",
+        ),
+        (
+            "drop = { n2 = [\"n1\"] }",
+            "drop = { n2 = [\"n9\"] }",
+            "step 4 (partition): drop: unknown node \"n9\"",
+        ),
+        (
+            "node = \"n2\"",
+            "node = \"n0\"",
+            "step 5 (failpoint): node: unknown node \"n0\"",
+        ),
+        (
+            "assignment = [[\"n1\", \"n2\"]]",
+            "assignment = [[\"n1\", \"n5\"]]",
+            "[topic]: assignment: unknown node \"n5\"",
+        ),
+        (
+            "voters = [\"n3\"]",
+            "voters = [\"n6\"]",
+            "[cluster]: voters: unknown node \"n6\"",
+        ),
+    ] {
+        let error = refused(&broken(from, to));
+        assert!(error.reason.contains(says), "{error} (wanted {says})");
+        assert!(error.line.is_some(), "{error}");
+    }
+}
+
+#[test]
+fn a_bad_predicate_is_refused_with_its_line_and_column() {
+    let error = refused(&broken(
+        "until = \"leader(p/0) == n1 and",
+        "until = \"leader(p/0) > n1 and",
+    ));
+    assert_eq!(
+        error.line,
+        Some(line_of("do = \"wait-until\"") - 1),
+        "{error}"
+    );
+    assert!(
+        error
+            .reason
+            .starts_with("step 1 (wait-until): until: column "),
+        "{error}"
+    );
+    for bad in [
+        "until = \"leadr(p/0) == n1 and",
+        "until = \"leader(q/0) == n1 and",
+        "until = \"leader(p/0) == n8 and",
+        "until = \"leader(p/0) == and",
+    ] {
+        let error = refused(&broken("until = \"leader(p/0) == n1 and", bad));
+        assert!(
+            error.reason.contains("step 1 (wait-until): until: "),
+            "{bad}: {error}"
+        );
+    }
+}
+
+#[test]
+fn other_mistakes_are_refused_with_a_reason() {
+    for (from, to, says) in [
+        ("timeout = \"20s\"", "timeout = \"20 parsecs\"", "timeout:"),
+        ("for = \"500ms\"", "for = \"soon\"", "for:"),
+        (
+            "partition = \"p/0\"\ncount",
+            "partition = \"p/3\"\ncount",
+            "the topic has 1 partition",
+        ),
+        (
+            "partition = \"p/0\"\ncount",
+            "partition = \"q/0\"\ncount",
+            "the scenario's topic is \"p\"",
+        ),
+        ("acks = \"1\"", "acks = \"2\"", "acks = \"2\""),
+        (
+            "buggy = [\"lost-write\"]",
+            "buggy = [\"lost-wrte\"]",
+            "unknown anomaly \"lost-wrte\"",
+        ),
+        (
+            "fixed = \"valid\"",
+            "fixed = \"invalid\"",
+            "with the switch off the expectation is \"valid\"",
+        ),
+        (
+            "start = [[\"n3\"], [\"n1\", \"n2\"]]",
+            "start = [[\"n3\"], [\"n1\"]]",
+            "start: n2 is in no group",
+        ),
+        ("nodes = 3", "nodes = 12", "a scenario has 1 to 9 nodes"),
+        (
+            "bugs = [\"KAFKA-7128\"]",
+            "bugs = [\"7128\"]",
+            "not a switch name",
+        ),
+        (
+            "min_insync_replicas = 1,",
+            "broker_id = 1,",
+            "set by the harness",
+        ),
+        (
+            "nodes = \"n1\"\nwipe",
+            "nodes = \"one\"\nwipe",
+            "not a random choice",
+        ),
+        (
+            "point = \"follower_fetch_response\"",
+            "point = \"Follower Fetch\"",
+            "failpoint name",
+        ),
+        (
+            "drop = { n2 = [\"n1\"] }",
+            "drop = { n2 = [\"n2\"] }",
+            "cannot drop itself",
+        ),
+    ] {
+        let error = refused(&broken(from, to));
+        assert!(error.reason.contains(says), "{error} (wanted {says})");
+        assert!(error.line.is_some(), "{error}");
+    }
+    let error = refused(&GOOD.replace("[[step]]", "[[stepp]]"));
+    assert!(error.reason.contains("stepp"), "{error}");
+    let error = refused(GOOD.split("[[step]]").next().unwrap_or_default());
+    assert!(error.reason.contains("no steps"), "{error}");
+}
+
+#[test]
+fn every_shipped_scenario_is_valid() {
+    let dir = scenario::default_dir();
+    let all = scenario::load_all(&dir).expect("every file in scenarios/ is valid");
+    let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"unclean-election"), "{names:?}");
+    for s in &all {
+        assert!(!s.summary.trim().is_empty(), "{}: no summary", s.name);
+        assert!(!s.switch.bugs.is_empty() || !s.switch.settings.is_empty());
+    }
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("harness-scenario-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn harness_repro_refuses_a_bad_file_before_anything_starts() {
+    let scratch = Scratch::new("bad");
+    let file = scratch.0.join("bad.toml");
+    std::fs::write(&file, broken("nodes = \"n1\"", "nodes = \"n7\"")).expect("write");
+    let store = scratch.0.join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("repro")
+        .arg(&file)
+        .arg("--buggy")
+        .arg("--store")
+        .arg(&store)
+        // Would be refused as a broker, but the file is refused first.
+        .args(["--broker-bin", "/nonexistent/broker"])
+        .output()
+        .expect("the harness binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let expected = format!(
+        "{}:{}: step 3 (kill): nodes: unknown node \"n7\"",
+        file.display(),
+        line_of("do = \"kill\"") - 1
+    );
+    assert!(stderr.contains(&expected), "{stderr}\nwanted {expected}");
+    assert!(!store.exists(), "a run folder was made for a refused file");
+
+    // --check on a good file says ok and starts nothing either.
+    let good = scratch.0.join("good.toml");
+    std::fs::write(&good, GOOD).expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("repro")
+        .arg(&good)
+        .arg("--check")
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .expect("the harness binary runs");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (3 nodes, 7 steps)"));
+    assert!(!store.exists());
+
+    // An unknown scenario name lists the known ones.
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["repro", "KAFKA-0000", "--check"])
+        .output()
+        .expect("the harness binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no scenario \"KAFKA-0000\"") && stderr.contains("unclean-election"),
+        "{stderr}"
+    );
+}
