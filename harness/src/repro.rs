@@ -8,9 +8,9 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::cli::ReproArgs;
-use crate::cluster;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
+use crate::test_run::broker_binary;
 
 /// Runs `harness repro`; returns the exit code: 0 when every expectation held, 1 when
 /// one did not.
@@ -34,19 +34,7 @@ pub fn run(args: &ReproArgs) -> Result<i32> {
         }
         return Ok(0);
     }
-    let broker_bin = match &args.broker_bin {
-        Some(path) => {
-            if !path.is_file() {
-                bail!("--broker-bin {}: no such file", path.display());
-            }
-            path.canonicalize()
-                .with_context(|| format!("--broker-bin {}", path.display()))?
-        }
-        None => {
-            eprintln!("building the broker (cargo build -p broker --features failpoints)...");
-            cluster::build_broker()?
-        }
-    };
+    let broker_bin = broker_binary(args.broker_bin.as_deref())?;
     let plays: Vec<(&Scenario, Mode)> = if args.all {
         scenarios
             .iter()

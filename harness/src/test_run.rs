@@ -255,19 +255,7 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
         .name
         .clone()
         .unwrap_or_else(|| args.workload.to_string());
-    let broker_bin = match &args.broker_bin {
-        Some(path) => {
-            if !path.is_file() {
-                bail!("--broker-bin {}: no such file", path.display());
-            }
-            path.canonicalize()
-                .with_context(|| format!("--broker-bin {}", path.display()))?
-        }
-        None => {
-            eprintln!("building the broker (cargo build -p broker --features failpoints)...");
-            cluster::build_broker()?
-        }
-    };
+    let broker_bin = broker_binary(args.broker_bin.as_deref())?;
     let run_dir = create_run_dir(&args.store, &name)?;
     let record = TestRecord {
         name: &name,
@@ -789,6 +777,24 @@ fn spawn_progress(recorder: &Recorder, limit: Duration) -> ProgressBar {
 }
 
 /// `<store>/<name>/<YYYYMMDDTHHMMSS>/`, suffixed if that exists already.
+/// The broker to run: `--broker-bin` (made absolute), or this workspace's, built with
+/// its failpoints.
+pub(crate) fn broker_binary(given: Option<&Path>) -> Result<PathBuf> {
+    match given {
+        Some(path) => {
+            if !path.is_file() {
+                bail!("--broker-bin {}: no such file", path.display());
+            }
+            path.canonicalize()
+                .with_context(|| format!("--broker-bin {}", path.display()))
+        }
+        None => {
+            eprintln!("building the broker (cargo build -p broker --features failpoints)...");
+            Ok(cluster::build_broker()?)
+        }
+    }
+}
+
 pub(crate) fn create_run_dir(store: &Path, name: &str) -> Result<PathBuf> {
     let stamp = chrono::Local::now().format("%Y%m%dT%H%M%S").to_string();
     let base = store.join(name);

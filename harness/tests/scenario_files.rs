@@ -2,6 +2,7 @@
 //! its line and the reason — by the library, and by `harness repro` before anything
 //! starts (no run folder, no broker build, no namespace).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -387,4 +388,47 @@ fn harness_repro_refuses_a_bad_file_before_anything_starts() {
         stderr.contains("no scenario \"KAFKA-0000\"") && stderr.contains("unclean-election"),
         "{stderr}"
     );
+}
+
+#[test]
+fn the_expectation_is_judged_on_the_checkers_verdict_and_anomalies() {
+    use checkers::{Results, Verdict};
+    use harness::scenario::run::{counted_anomalies, judge, Mode};
+    use serde_json::json;
+
+    let s = parse(GOOD).expect("valid");
+    let mut results = Results::default();
+    results.add(
+        "log",
+        Verdict::Invalid,
+        &json!({"anomalies": [
+            {"kind": "lost-write", "counts_against_validity": true},
+            {"kind": "lost-write", "counts_against_validity": true},
+            {"kind": "stale-read", "counts_against_validity": false},
+        ]}),
+    );
+    let found = counted_anomalies(&results);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found["lost-write"], 2);
+
+    // Bug on: invalid with every expected kind.
+    assert!(judge(&s, Mode::Buggy, Verdict::Invalid, &found, None).0);
+    // ... but not when the steps did not play out, whatever the verdict.
+    let (met, why) = judge(
+        &s,
+        Mode::Buggy,
+        Verdict::Invalid,
+        &found,
+        Some("wait timed out"),
+    );
+    assert!(!met && why.contains("wait timed out"), "{why}");
+    // A missing kind, or a valid verdict, is not the bug caught.
+    let other = BTreeMap::from([("duplicate".to_string(), 1)]);
+    let (met, why) = judge(&s, Mode::Buggy, Verdict::Invalid, &other, None);
+    assert!(!met && why.contains("missing: lost-write"), "{why}");
+    assert!(!judge(&s, Mode::Buggy, Verdict::Valid, &BTreeMap::new(), None).0);
+    // Bug off: valid and only valid.
+    assert!(judge(&s, Mode::Fixed, Verdict::Valid, &BTreeMap::new(), None).0);
+    assert!(!judge(&s, Mode::Fixed, Verdict::Invalid, &found, None).0);
+    assert!(!judge(&s, Mode::Fixed, Verdict::Unknown, &BTreeMap::new(), None).0);
 }

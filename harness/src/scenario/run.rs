@@ -599,63 +599,14 @@ impl<'a> Player<'a> {
                 let tally = self.await_background().await?;
                 Ok(format!("background writes done: {tally}"))
             }
-            StepKind::Kill { target, wipe } => {
-                self.fault(
-                    PackageKind::Kill,
-                    Action::Kill {
-                        target: target.clone(),
-                        wipe: *wipe,
-                    },
-                )
-                .await
-            }
-            StepKind::Start { nodes } => {
-                self.fault(
-                    PackageKind::Kill,
-                    Action::StartNodes {
-                        nodes: nodes.clone(),
-                    },
-                )
-                .await
-            }
-            StepKind::Pause { target } => {
-                self.fault(
-                    PackageKind::Pause,
-                    Action::Pause {
-                        target: target.clone(),
-                    },
-                )
-                .await
-            }
-            StepKind::Resume { nodes } => {
-                self.fault(
-                    PackageKind::Pause,
-                    Action::ResumeNodes {
-                        nodes: nodes.clone(),
-                    },
-                )
-                .await
-            }
-            StepKind::Partition { cut, ports } => {
-                let (shape, one_way) = match cut {
-                    Cut::Isolate { target, one_way } => (Shape::Isolate(target.clone()), *one_way),
-                    Cut::Drop(grudge) => (Shape::Explicit(grudge.clone()), false),
-                };
-                if *ports == Ports::All && !one_way {
-                    self.fault(PackageKind::Partition, Action::Partition { shape })
-                        .await
-                } else {
-                    self.fault(
-                        PackageKind::PartitionPorts,
-                        Action::PartitionPorts {
-                            shape,
-                            ports: *ports,
-                            one_way,
-                        },
-                    )
-                    .await
-                }
-            }
+            StepKind::Kill { .. }
+            | StepKind::Start { .. }
+            | StepKind::Pause { .. }
+            | StepKind::Resume { .. }
+            | StepKind::Partition { .. } => match fault_of(kind) {
+                Some((package, action)) => self.fault(package, action).await,
+                None => bail!("no fault for {}", kind.name()),
+            },
             StepKind::Heal => self.heal_network().await,
             StepKind::Failpoint {
                 node,
@@ -968,6 +919,56 @@ impl<'a> Player<'a> {
         }
         Ok(availability)
     }
+}
+
+/// The nemesis action of a process or network step.
+fn fault_of(kind: &StepKind) -> Option<(PackageKind, Action)> {
+    Some(match kind {
+        StepKind::Kill { target, wipe } => (
+            PackageKind::Kill,
+            Action::Kill {
+                target: target.clone(),
+                wipe: *wipe,
+            },
+        ),
+        StepKind::Start { nodes } => (
+            PackageKind::Kill,
+            Action::StartNodes {
+                nodes: nodes.clone(),
+            },
+        ),
+        StepKind::Pause { target } => (
+            PackageKind::Pause,
+            Action::Pause {
+                target: target.clone(),
+            },
+        ),
+        StepKind::Resume { nodes } => (
+            PackageKind::Pause,
+            Action::ResumeNodes {
+                nodes: nodes.clone(),
+            },
+        ),
+        StepKind::Partition { cut, ports } => {
+            let (shape, one_way) = match cut {
+                Cut::Isolate { target, one_way } => (Shape::Isolate(target.clone()), *one_way),
+                Cut::Drop(grudge) => (Shape::Explicit(grudge.clone()), false),
+            };
+            if *ports == Ports::All && !one_way {
+                (PackageKind::Partition, Action::Partition { shape })
+            } else {
+                (
+                    PackageKind::PartitionPorts,
+                    Action::PartitionPorts {
+                        shape,
+                        ports: *ports,
+                        one_way,
+                    },
+                )
+            }
+        }
+        _ => return None,
+    })
 }
 
 /// A fault that did not happen (recorded so in the history).
