@@ -714,12 +714,7 @@ fn uncut_removes_exactly_the_rules_of_its_cuts() {
             }
             expected.insert(
                 "n3".to_string(),
-                vec![
-                    port("tcp", "dport"),
-                    port("udp", "dport"),
-                    port("tcp", "sport"),
-                    port("udp", "sport"),
-                ],
+                vec![port("tcp", "dport"), port("udp", "dport")],
             );
             expected
         };

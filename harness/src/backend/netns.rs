@@ -133,8 +133,8 @@ impl RuleVerb {
 
 /// The rules for `cut`: for each direction `src → dst` it covers, `DROP` rules in `dst`'s
 /// `chain` for packets from `src`'s address, when the cut has ports one per port, protocol
-/// (TCP and UDP) and side (to the port: requests to `dst`'s listener; from it: answers of
-/// `src`'s listener), else one for everything; `verb` appends them (a cut)
+/// (TCP and UDP) and side (to the port: requests to `dst`'s listener; for cuts both ways
+/// also from it: answers of `src`'s listener), else one for everything; `verb` appends them (a cut)
 /// or deletes them (an uncut), with the same specifications either way.
 pub fn cut_rules(
     cut: &Cut,
@@ -188,10 +188,17 @@ pub fn cut_rules(
         match &ports {
             None => rules.push(base(&[])),
             Some(ports) => {
+                // To the port (requests to the receiver's listener); for a cut both ways
+                // also from it (answers of the sender's listener, e.g. to a fetch already
+                // in flight), so that nothing of that traffic crosses. A one-way cut keeps
+                // the answers: the receiver can still reach the sender's listener.
+                let sides: &[&str] = if cut.one_way {
+                    &["--dport"]
+                } else {
+                    &["--dport", "--sport"]
+                };
                 for port in ports {
-                    // To the port (requests to the receiver's listener) and from it
-                    // (answers of the sender's listener, e.g. to a fetch in flight).
-                    for direction in ["--dport", "--sport"] {
+                    for &direction in sides {
                         for protocol in ["tcp", "udp"] {
                             rules.push(base(&[
                                 "-p".into(),
@@ -1525,7 +1532,7 @@ mod tests {
     }
 
     #[test]
-    fn a_port_cut_drops_tcp_and_udp_to_and_from_each_port() {
+    fn a_port_cut_drops_tcp_and_udp_to_each_port_and_both_ways_also_from_it() {
         let rules = cut_rules(
             &Cut::between("n1", "n2").ports(&[9093, 80, 9093]),
             RuleVerb::Append,
@@ -1567,8 +1574,6 @@ mod tests {
             vec![
                 "n3: -D c -s 10.77.5.2/32 -p tcp --dport 7 -j DROP",
                 "n3: -D c -s 10.77.5.2/32 -p udp --dport 7 -j DROP",
-                "n3: -D c -s 10.77.5.2/32 -p tcp --sport 7 -j DROP",
-                "n3: -D c -s 10.77.5.2/32 -p udp --sport 7 -j DROP",
             ]
         );
     }
