@@ -29,6 +29,10 @@ pub enum Command {
     Repro(ReproArgs),
     /// Write a history as Jepsen EDN, for Knossos or Elle.
     Export(ExportArgs),
+    /// (Re)write a run folder's report.html and timeline.html.
+    Report(ReportArgs),
+    /// Serve the store: a page listing every run, newest first, and each run's files.
+    Serve(ServeArgs),
     /// Remove what crashed runs left behind: namespaces, bridges, routes, rules, daemons
     /// (needs root).
     Clean,
@@ -72,6 +76,28 @@ pub struct ReproArgs {
     /// A broker binary to run instead of building this workspace's (with failpoints).
     #[arg(long, value_name = "PATH")]
     pub broker_bin: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run folder (`store/<name>/<time>`, or a `latest` link).
+    #[arg(value_name = "RUN")]
+    pub run: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The store to serve.
+    #[arg(long, default_value = "store", value_name = "DIR")]
+    pub store: PathBuf,
+
+    /// The port to listen on.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+
+    /// The address to bind (loopback unless asked otherwise).
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub bind: std::net::IpAddr,
 }
 
 #[derive(Debug, Args)]

@@ -24,8 +24,10 @@ pub mod export;
 pub mod faults;
 pub mod generator;
 pub mod recorder;
+pub mod report_cmd;
 pub mod repro;
 pub mod scenario;
+pub mod serve;
 pub mod test_run;
 pub mod workload;
 

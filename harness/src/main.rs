@@ -33,6 +33,8 @@ fn main() {
         Command::Clean => harness::clean::run(),
         Command::Test(args) => harness::test_run::run(&args),
         Command::Repro(args) => harness::repro::run(&args),
+        Command::Report(args) => harness::report_cmd::run(&args),
+        Command::Serve(args) => harness::serve::run(&args),
     };
     match outcome {
         Ok(code) => std::process::exit(code),

@@ -318,6 +318,11 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
         AVAILABILITY_BOUND,
     );
     check::write_json(&run_dir.join("results.json"), &outcome.results)?;
+    // A report problem must not cost the run its verdict: only a warning.
+    match report::write_run_reports(&run_dir) {
+        Ok(written) => println!("report: {}", written.report.display()),
+        Err(error) => eprintln!("warning: the report could not be written: {error}"),
+    }
     update_latest(&args.store, &name, &run_dir);
     check::print_summary(&outcome);
     print_availability(&stats);

@@ -217,6 +217,12 @@ pub async fn play(
         problem,
     };
     check::write_json(&outcome.run_dir.join("expectation.json"), &outcome)?;
+    // Written after expectation.json so that the page shows it; a report problem must
+    // not cost the run its verdict: only a warning.
+    match report::write_run_reports(&outcome.run_dir) {
+        Ok(written) => eprintln!("report: {}", written.report.display()),
+        Err(error) => eprintln!("warning: the report could not be written: {error}"),
+    }
     Ok(outcome)
 }
 
