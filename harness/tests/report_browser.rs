@@ -9,6 +9,9 @@
 //! Needs Chromium (`chromium`, which `.ci/run` installs); without it the test says
 //! `skipped` and passes.
 
+mod common;
+
+use common::Scratch;
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -25,24 +28,6 @@ fn chromium() -> Option<PathBuf> {
             let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
             (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
         })
-}
-
-/// A scratch folder for one test, removed at the end.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("harness-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -2,8 +2,11 @@
 //! its line and the reason — by the library, and by `harness repro` before anything
 //! starts (no run folder, no broker build, no namespace).
 
+mod common;
+
+use common::Scratch;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use harness::scenario::{self, Acks, Scenario, Sending, StepKind};
@@ -315,24 +318,6 @@ fn every_shipped_scenario_is_valid() {
     for s in &all {
         assert!(!s.summary.trim().is_empty(), "{}: no summary", s.name);
         assert!(!s.switch.bugs.is_empty() || !s.switch.settings.is_empty());
-    }
-}
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("harness-scenario-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

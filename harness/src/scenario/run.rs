@@ -1035,6 +1035,27 @@ fn invoke_value(job: &ProduceJob, key: &str, value: i64) -> Value {
     Value::Object(body)
 }
 
+/// Records an append's completion: `ok` at its offset, or the outcome and error code it
+/// failed with; returns the outcome.
+fn complete_append(
+    job: &ProduceJob,
+    invocation: crate::recorder::Invocation,
+    key: &str,
+    value: i64,
+    result: Result<i64, (Outcome, String)>,
+) -> Result<Outcome> {
+    let (outcome, done, error) = match result {
+        Ok(offset) => (
+            Outcome::Ok,
+            json!({"key": key, "value": value, "offset": offset}),
+            None,
+        ),
+        Err((outcome, code)) => (outcome, json!({"key": key, "value": value}), Some(code)),
+    };
+    job.recorder.complete(invocation, outcome, done, error)?;
+    Ok(outcome)
+}
+
 async fn produce_one_by_one(job: &ProduceJob) -> Result<ProduceTally> {
     let mut client =
         BrokerClient::new(Arc::clone(&job.target), job.timeout, job.partition as usize)?;
@@ -1058,30 +1079,11 @@ async fn produce_one_by_one(job: &ProduceJob) -> Result<ProduceTally> {
             invoke_value(job, &key, value),
             Some(job.target.node_name(node)),
         )?;
-        let outcome = match client
+        let result = client
             .produce_acks(node, job.partition, &json!(value), job.acks.as_str())
             .await
-        {
-            Ok(offset) => {
-                job.recorder.complete(
-                    invocation,
-                    Outcome::Ok,
-                    json!({"key": key, "value": value, "offset": offset}),
-                    None,
-                )?;
-                Outcome::Ok
-            }
-            Err(error) => {
-                let outcome = error.write_outcome();
-                job.recorder.complete(
-                    invocation,
-                    outcome,
-                    json!({"key": key, "value": value}),
-                    Some(error.code()),
-                )?;
-                outcome
-            }
-        };
+            .map_err(|error| (error.write_outcome(), error.code()));
+        let outcome = complete_append(job, invocation, &key, value, result)?;
         tally.add(outcome);
         if outcome == Outcome::Info {
             process = job.recorder.reserve_process();
@@ -1115,48 +1117,23 @@ async fn produce_batch(job: &ProduceJob) -> Result<ProduceTally> {
     let result = client
         .produce_batch(node, job.partition, &payload, job.acks.as_str())
         .await;
-    let mut tally = ProduceTally::default();
-    match result {
-        Ok(offsets) if offsets.len() == values.len() => {
-            for ((invocation, value), offset) in invocations.into_iter().zip(&values).zip(offsets) {
-                job.recorder.complete(
-                    invocation,
-                    Outcome::Ok,
-                    json!({"key": key, "value": value, "offset": offset}),
-                    None,
-                )?;
-                tally.add(Outcome::Ok);
-            }
-        }
-        Ok(offsets) => {
-            // An answer that does not match the request: whether it happened is unknown.
-            let error = format!(
+    let failed = |outcome: Outcome, code: String| vec![Err((outcome, code)); values.len()];
+    let results: Vec<Result<i64, (Outcome, String)>> = match result {
+        Ok(offsets) if offsets.len() == values.len() => offsets.into_iter().map(Ok).collect(),
+        // An answer that does not match the request: whether it happened is unknown.
+        Ok(offsets) => failed(
+            Outcome::Info,
+            format!(
                 "bad_response: {} offsets for {} values",
                 offsets.len(),
                 values.len()
-            );
-            for (invocation, value) in invocations.into_iter().zip(&values) {
-                job.recorder.complete(
-                    invocation,
-                    Outcome::Info,
-                    json!({"key": key, "value": value}),
-                    Some(error.clone()),
-                )?;
-                tally.add(Outcome::Info);
-            }
-        }
-        Err(error) => {
-            let outcome = error.write_outcome();
-            for (invocation, value) in invocations.into_iter().zip(&values) {
-                job.recorder.complete(
-                    invocation,
-                    outcome,
-                    json!({"key": key, "value": value}),
-                    Some(error.code()),
-                )?;
-                tally.add(outcome);
-            }
-        }
+            ),
+        ),
+        Err(error) => failed(error.write_outcome(), error.code()),
+    };
+    let mut tally = ProduceTally::default();
+    for ((invocation, value), one) in invocations.into_iter().zip(&values).zip(results) {
+        tally.add(complete_append(job, invocation, &key, *value, one)?);
     }
     Ok(tally)
 }
