@@ -33,6 +33,10 @@ pub enum Command {
     Report(ReportArgs),
     /// Serve the store: a page listing every run, newest first, and each run's files.
     Serve(ServeArgs),
+    /// A night of random tests (workloads × faults × cluster sizes) plus every bug
+    /// reproduction, until a time budget is spent; writes `summary.html` and `junit.xml`.
+    /// `--detect`: how long random faults take to find each bug switch.
+    Nightly(crate::nightly::NightlyArgs),
     /// Remove what crashed runs left behind: namespaces, bridges, routes, rules, daemons
     /// (needs root).
     Clean,
@@ -239,11 +243,56 @@ pub struct TestArgs {
     #[arg(long)]
     pub name: Option<String>,
 
-    /// Where the nodes live: `netns` (network namespaces on this machine; root).
-    #[arg(long, default_value = "netns", value_name = "netns")]
+    /// Where the nodes live: `netns` (network namespaces on this machine; root) or `ssh`
+    /// (hosts reached over SSH: `--nodes-file` or `--vagrant`).
+    #[arg(long, default_value = "netns", value_name = "netns|ssh")]
     pub backend: String,
+
+    #[command(flatten)]
+    pub ssh: SshArgs,
 
     /// A broker binary to run instead of building this workspace's (with failpoints).
     #[arg(long, value_name = "PATH")]
     pub broker_bin: Option<PathBuf>,
+}
+
+/// The ssh backend's options (`--backend ssh`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SshArgs {
+    /// The hosts: one per line, `name address [user] [port]`; node nK is the K-th line.
+    #[arg(long, value_name = "FILE", conflicts_with = "vagrant")]
+    pub nodes_file: Option<PathBuf>,
+
+    /// The hosts of `vagrant ssh-config` in the current folder (see the Vagrantfile).
+    #[arg(long)]
+    pub vagrant: bool,
+
+    /// A private key for hosts that name none (vagrant names its own).
+    #[arg(long, value_name = "FILE")]
+    pub ssh_key: Option<PathBuf>,
+
+    /// An ssh config file for every connection (ssh -F).
+    #[arg(long, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+
+    /// Unknown host keys: `strict` (only known hosts), `accept-new` (learn new ones,
+    /// refuse changed ones), `off` (no checking). Default: `off` with --vagrant (its
+    /// machines get new keys on every `vagrant up`), `accept-new` otherwise.
+    #[arg(long, value_name = "strict|accept-new|off", value_parser = parse_host_keys)]
+    pub ssh_host_keys: Option<crate::backend::ssh::HostKeyPolicy>,
+
+    /// Where a run keeps its files on the hosts (a folder per run inside, removed at the
+    /// end once the logs are copied back).
+    #[arg(long, value_name = "DIR", default_value = crate::backend::ssh::DEFAULT_REMOTE_DIR)]
+    pub remote_dir: PathBuf,
+}
+
+fn parse_host_keys(text: &str) -> Result<crate::backend::ssh::HostKeyPolicy, String> {
+    use crate::backend::ssh::HostKeyPolicy;
+    match text {
+        "strict" => Ok(HostKeyPolicy::Strict),
+        "accept-new" => Ok(HostKeyPolicy::AcceptNew),
+        "off" => Ok(HostKeyPolicy::Off),
+        other => Err(format!("{other:?}: one of strict, accept-new, off")),
+    }
 }

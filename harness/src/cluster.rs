@@ -53,6 +53,13 @@ pub struct ClusterSpec {
     pub node_settings: BTreeMap<String, Vec<String>>,
     /// Where each node's files go on the node (a folder per node is made inside).
     pub root: PathBuf,
+    /// The run folder's `nodes/` on this machine: files on their way to the nodes are
+    /// staged here, and each node's log comes back to `<local_dir>/<node>/`. The same
+    /// folder as `root` when the nodes share this machine's file system (netns).
+    pub local_dir: PathBuf,
+    /// Copy `broker_bin` to every node (`<node dir>/broker`) and run that copy: for nodes
+    /// on other machines (ssh). Otherwise every node runs `broker_bin` itself.
+    pub install_broker: bool,
 }
 
 /// One broker node.
@@ -347,9 +354,12 @@ impl Cluster {
         for i in 0..self.nodes.len() {
             let node = self.nodes[i].clone();
             let config = self.node_config(&node)?;
-            let local = self.spec.root.join(format!(".{}-node.toml", node.name));
-            std::fs::create_dir_all(&self.spec.root).map_err(|source| ClusterError::Io {
-                what: format!("cannot create {}", self.spec.root.display()),
+            let local = self
+                .spec
+                .local_dir
+                .join(format!(".{}-node.toml", node.name));
+            std::fs::create_dir_all(&self.spec.local_dir).map_err(|source| ClusterError::Io {
+                what: format!("cannot create {}", self.spec.local_dir.display()),
                 source,
             })?;
             std::fs::write(&local, config).map_err(|source| ClusterError::Io {
@@ -366,8 +376,29 @@ impl Cluster {
                 .upload(&local, &node.name, &node.dir.join("node.toml"))
                 .await?;
             let _ = std::fs::remove_file(&local);
+            if self.spec.install_broker {
+                let remote = self.broker_path(&node);
+                self.backend
+                    .upload(&self.spec.broker_bin, &node.name, &remote)
+                    .await?;
+                self.backend
+                    .exec(
+                        &node.name,
+                        &["chmod".into(), "755".into(), remote.display().to_string()],
+                    )
+                    .await?;
+            }
         }
         Ok(())
+    }
+
+    /// The broker binary a node runs: its own copy when the spec installs one.
+    fn broker_path(&self, node: &ClusterNode) -> PathBuf {
+        if self.spec.install_broker {
+            node.dir.join("broker")
+        } else {
+            self.spec.broker_bin.clone()
+        }
     }
 
     /// Starts (or restarts) one node's broker on its existing files. The caller makes sure
@@ -378,7 +409,7 @@ impl Cluster {
             .cloned()
             .ok_or_else(|| ClusterError::NotServing(format!("no node {name}")))?;
         let argv = vec![
-            self.spec.broker_bin.display().to_string(),
+            self.broker_path(&node).display().to_string(),
             "--config".to_string(),
             node.dir.join("node.toml").display().to_string(),
         ];
@@ -482,6 +513,19 @@ impl Cluster {
         let want = self.nodes.len();
         let mut last = String::from("no node answered");
         while start.elapsed() < timeout {
+            // A broker the harness started that exited on its own will not join: say why
+            // at once rather than after the timeout.
+            for node in &self.nodes {
+                if let Some(pid) = self.pid(&node.name) {
+                    if let Ok(false) = self.backend.is_running(&node.name, pid).await {
+                        return Err(ClusterError::NotServing(format!(
+                            "the broker of {} exited: {}",
+                            node.name,
+                            self.log_tail(&node.name).await
+                        )));
+                    }
+                }
+            }
             if let Some(metadata) = self.metadata().await {
                 let brokers = metadata["brokers"].as_array().map_or(0, Vec::len);
                 if !metadata["controller"].is_null() && brokers == want {
@@ -636,6 +680,35 @@ impl Cluster {
                     && r["high_watermark"] == r["log_end_offset"]
             })
         })
+    }
+
+    /// The broker's fatal error from the end of a node's `broker.log` (a line starting
+    /// `Error: `), else its last lines; with the log's path.
+    pub async fn log_tail(&self, name: &str) -> String {
+        let Some(path) = self.node(name).map(ClusterNode::log_file) else {
+            return String::new();
+        };
+        let argv = [
+            "tail".to_string(),
+            "-n".to_string(),
+            "200".to_string(),
+            path.display().to_string(),
+        ];
+        match self.backend.exec(name, &argv).await {
+            Ok(out) => {
+                let text = out.stdout;
+                let said = match text.lines().rev().find(|l| l.starts_with("Error: ")) {
+                    Some(error) => error.to_string(),
+                    None => {
+                        let lines: Vec<&str> =
+                            text.lines().filter(|l| !l.trim().is_empty()).collect();
+                        lines[lines.len().saturating_sub(3)..].join(" | ")
+                    }
+                };
+                format!("{said} (in {name}:{})", path.display())
+            }
+            Err(_) => format!("see {name}:{}", path.display()),
+        }
     }
 
     /// Copies every node's log into `<into>/<node>/broker.log`, with a listing of its

@@ -3,7 +3,7 @@
 //! - [`cli`]: the command line as plain data.
 //! - [`check`]: `harness check`, offline checking of stored histories.
 //! - [`export`]: `harness export`, a history as Jepsen EDN for Knossos/Elle.
-//! - [`backend`]: where a test's nodes live (the `Backend` trait, the netns backend).
+//! - [`backend`]: where a test's nodes live (the `Backend` trait; netns and ssh).
 //! - [`clean`]: `harness clean`, removing what crashed runs left behind.
 //! - [`cluster`]: the brokers of a test: binary, `node.toml`s, start, stop, logs.
 //! - [`faults`]: the nemesis's hold on a real test: its `ClusterControl` on the cluster
@@ -11,6 +11,8 @@
 //! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder.
 //! - [`scenario`]: scenario files (a bug report as a script of faults and an
 //!   expectation) and playing one on a cluster; [`repro`]: `harness repro`.
+//! - [`nightly`]: `harness nightly`: random tests and every reproduction until a budget
+//!   is spent, compared with the night before; `--detect`: time to find each bug switch.
 //!
 //! Architecture invariant: judging lives in `checkers`, formats in `history`; this crate
 //! wires them to files, the terminal and exit codes.
@@ -23,6 +25,7 @@ pub mod cluster;
 pub mod export;
 pub mod faults;
 pub mod generator;
+pub mod nightly;
 pub mod recorder;
 pub mod report_cmd;
 pub mod repro;

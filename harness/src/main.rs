@@ -35,6 +35,7 @@ fn main() {
         Command::Repro(args) => harness::repro::run(&args),
         Command::Report(args) => harness::report_cmd::run(&args),
         Command::Serve(args) => harness::serve::run(&args),
+        Command::Nightly(args) => harness::nightly::run(&args),
     };
     match outcome {
         Ok(code) => std::process::exit(code),

@@ -29,7 +29,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::backend::netns::{self, NetnsBackend};
+use crate::backend::netns::NetnsBackend;
+use crate::backend::ssh;
 use crate::backend::{Backend, Signal};
 use crate::check::{self, CheckModel, CheckSettings};
 use crate::cli::TestArgs;
@@ -61,15 +62,45 @@ pub fn run(args: &TestArgs) -> Result<i32> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_test(args))
+    let outcome = runtime.block_on(execute(args))?;
+    Ok(outcome.verdict.exit_code())
 }
 
-fn validate(args: &TestArgs) -> Result<()> {
-    if args.backend != "netns" {
-        bail!(
-            "--backend {:?}: only `netns` exists so far (the ssh backend comes with its issue)",
-            args.backend
-        );
+/// What one test came to.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestOutcome {
+    pub run_dir: PathBuf,
+    pub seed: u64,
+    pub verdict: Verdict,
+    /// Anomaly kinds that count against validity, with how many of each were reported.
+    pub anomalies: std::collections::BTreeMap<String, u64>,
+    /// Wall-clock seconds from start to verdict.
+    pub secs: f64,
+    /// Client operations the workload ran.
+    pub ops: u64,
+}
+
+/// Runs one test (the options already validated with [`validate`]), printing its
+/// progress and summary as `harness test` does; an `Err` is a failure of the harness or
+/// the cluster (no verdict).
+pub async fn execute(args: &TestArgs) -> Result<TestOutcome> {
+    run_test(args).await
+}
+
+/// Checks `harness test`'s options without starting anything.
+pub fn validate(args: &TestArgs) -> Result<()> {
+    match args.backend.as_str() {
+        "netns" => {
+            if args.ssh.nodes_file.is_some() || args.ssh.vagrant {
+                bail!("--nodes-file and --vagrant need --backend ssh");
+            }
+        }
+        "ssh" => {
+            if args.ssh.nodes_file.is_none() && !args.ssh.vagrant {
+                bail!("--backend ssh needs the hosts: --nodes-file FILE or --vagrant");
+            }
+        }
+        other => bail!("--backend {other:?}: one of netns, ssh"),
     }
     NemesisChoice::parse(args)?;
     if args.replication_factor > args.nodes {
@@ -248,7 +279,22 @@ pub(crate) struct PartitionAvailability {
     pub last_error: Option<String>,
 }
 
-async fn run_test(args: &TestArgs) -> Result<i32> {
+async fn run_test(args: &TestArgs) -> Result<TestOutcome> {
+    let began = Instant::now();
+    let mut run_dir = None;
+    let outcome = run_test_in(args, began, &mut run_dir).await;
+    match run_dir {
+        // A failed run names its folder: what was recorded and the brokers' logs are there.
+        Some(dir) => outcome.with_context(|| format!("run {}", dir.display())),
+        None => outcome,
+    }
+}
+
+async fn run_test_in(
+    args: &TestArgs,
+    began: Instant,
+    created: &mut Option<PathBuf>,
+) -> Result<TestOutcome> {
     let choice = NemesisChoice::parse(args)?;
     let seed = args.seed.unwrap_or_else(random_seed);
     let name = args
@@ -257,6 +303,7 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
         .unwrap_or_else(|| args.workload.to_string());
     let broker_bin = broker_binary(args.broker_bin.as_deref())?;
     let run_dir = create_run_dir(&args.store, &name)?;
+    *created = Some(run_dir.clone());
     let record = TestRecord {
         name: &name,
         command: reproduce_command(args, &choice, seed),
@@ -285,15 +332,12 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
     println!("seed: {seed}");
     println!("run folder: {}", run_dir.display());
 
-    netns::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
-    let backend: Arc<NetnsBackend> = Arc::new(
-        NetnsBackend::start(args.nodes as usize)
-            .await
-            .context("cannot set up the nodes")?,
-    );
-    let dyn_backend: Arc<dyn Backend> = backend.clone();
-    let outcome = run_phases(args, &choice, seed, &run_dir, broker_bin, dyn_backend).await;
-    let teardown = backend.teardown().await;
+    crate::backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
+    let nodes = start_backend(args, &run_dir)
+        .await
+        .context("cannot set up the nodes")?;
+    let outcome = run_phases(args, &choice, seed, &run_dir, broker_bin, &nodes).await;
+    let teardown = nodes.backend.teardown().await;
     let stats = outcome?;
     teardown.context("tearing down the nodes")?;
     check::write_json(&run_dir.join("stats.json"), &stats)?;
@@ -347,7 +391,14 @@ async fn run_test(args: &TestArgs) -> Result<i32> {
     );
     println!("run: {}", run_dir.display());
     println!("verdict: {}", outcome.results.verdict.as_str());
-    Ok(outcome.results.verdict.exit_code())
+    Ok(TestOutcome {
+        anomalies: crate::scenario::run::counted_anomalies(&outcome.results),
+        verdict: outcome.results.verdict,
+        run_dir,
+        seed,
+        secs: began.elapsed().as_secs_f64(),
+        ops: stats.ops,
+    })
 }
 
 async fn run_phases(
@@ -356,16 +407,19 @@ async fn run_phases(
     seed: u64,
     run_dir: &Path,
     broker_bin: PathBuf,
-    backend: Arc<dyn Backend>,
+    nodes: &StartedBackend,
 ) -> Result<RunStats> {
     let mut stats = RunStats::default();
+    let backend = Arc::clone(&nodes.backend);
     let nodes_dir = run_dir.join("nodes");
     let spec = ClusterSpec {
         broker_bin,
         bugs: args.bugs.clone(),
         settings: args.broker_config.clone(),
         node_settings: Default::default(),
-        root: nodes_dir.clone(),
+        root: nodes.root.clone(),
+        local_dir: nodes_dir.clone(),
+        install_broker: nodes.install_broker,
     };
     let cluster = Arc::new(Cluster::new(backend.clone(), spec)?);
     // Set once the history is being recorded; the error path below heals through it.
@@ -502,6 +556,77 @@ async fn run_phases(
     result?;
     stopped?;
     Ok(stats)
+}
+
+/// The nodes of a run, and where their files go on them.
+struct StartedBackend {
+    backend: Arc<dyn Backend>,
+    /// The nodes' files: the run folder's `nodes/` (netns), or the run's folder on
+    /// every host (ssh).
+    root: PathBuf,
+    /// Whether the broker binary is copied to the nodes (they do not share our files).
+    install_broker: bool,
+}
+
+/// Sets up the nodes on the backend `--backend` names.
+async fn start_backend(args: &TestArgs, run_dir: &Path) -> Result<StartedBackend> {
+    let nodes = args.nodes as usize;
+    if args.backend != "ssh" {
+        let backend = NetnsBackend::start(nodes).await?;
+        return Ok(StartedBackend {
+            backend: Arc::new(backend),
+            root: run_dir.join("nodes"),
+            install_broker: false,
+        });
+    }
+    let ssh_args = &args.ssh;
+    let hosts = match &ssh_args.nodes_file {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("--nodes-file {}", file.display()))?;
+            ssh::parse_nodes_file(&text)
+                .with_context(|| format!("--nodes-file {}", file.display()))?
+        }
+        None => ssh::vagrant_hosts(None)
+            .await
+            .context("--vagrant: reading `vagrant ssh-config`")?,
+    };
+    if hosts.len() < nodes {
+        bail!(
+            "--nodes {nodes}, but only {} hosts are given ({})",
+            hosts.len(),
+            if ssh_args.vagrant {
+                "vagrant ssh-config".to_string()
+            } else {
+                ssh_args
+                    .nodes_file
+                    .as_deref()
+                    .map(|f| f.display().to_string())
+                    .unwrap_or_default()
+            }
+        );
+    }
+    let host_keys = ssh_args.ssh_host_keys.unwrap_or(if ssh_args.vagrant {
+        ssh::HostKeyPolicy::Off
+    } else {
+        ssh::HostKeyPolicy::AcceptNew
+    });
+    let options = ssh::SshOptions {
+        hosts,
+        identity_file: ssh_args.ssh_key.clone(),
+        config_file: ssh_args.ssh_config.clone(),
+        host_keys,
+        remote_dir: ssh_args.remote_dir.clone(),
+    };
+    let backend = ssh::SshBackend::start(options, nodes).await?;
+    for node in backend.nodes() {
+        eprintln!("{}: {}", node, backend.describe(&node));
+    }
+    Ok(StartedBackend {
+        root: backend.run_dir().to_path_buf(),
+        backend: Arc::new(backend),
+        install_broker: true,
+    })
 }
 
 /// The faults a final heal left in place, one line each.
@@ -838,7 +963,7 @@ pub(crate) fn update_latest(store: &Path, name: &str, run_dir: &Path) {
     }
 }
 
-fn random_seed() -> u64 {
+pub(crate) fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -863,11 +988,28 @@ fn reproduce_command(args: &TestArgs, choice: &NemesisChoice, seed: u64) -> Stri
         format!("--replication-factor {}", args.replication_factor),
         format!("--seed {seed}"),
     ];
+    if args.backend == "ssh" {
+        parts.push("--backend ssh".into());
+        if let Some(file) = &args.ssh.nodes_file {
+            parts.push(format!(
+                "--nodes-file {}",
+                shell_word(&file.display().to_string())
+            ));
+        }
+        if args.ssh.vagrant {
+            parts.push("--vagrant".into());
+        }
+    }
     parts.extend(args.bugs.iter().map(|b| format!("--bug {b}")));
     parts.extend(
         args.broker_config
             .iter()
-            .map(|c| format!("--broker-config {c}")),
+            .map(|c| format!("--broker-config {}", shell_word(c))),
     );
     parts.join(" ")
+}
+
+/// `word` quoted for a shell when it needs it (the reproduce command is pasted into one).
+fn shell_word(word: &str) -> String {
+    crate::backend::tools::display_command(&[word])
 }

@@ -250,6 +250,8 @@ impl Rig {
             settings: vec!["metadata.session_timeout_ms=3000".into()],
             node_settings: Default::default(),
             root: dir.join("nodes"),
+            local_dir: dir.join("nodes"),
+            install_broker: false,
         };
         let dyn_backend: Arc<dyn Backend> = backend.clone();
         let cluster = Arc::new(Cluster::new(dyn_backend, spec).expect("cluster"));

@@ -12,9 +12,15 @@
 //! - [`linear`]: a linearizability failure drawn: the failing key's ops, the longest
 //!   linearizable prefix and the op that could not be placed.
 //! - [`index`]: the store's index page (`harness serve`): every run, newest first.
+//! - [`nightly`]: what `harness nightly` writes into `store/nightly/<time>/`: the night's
+//!   runs as data (`summary.json`), each compared by key with the night before (new
+//!   failure, still failing, unknown, fixed, passing); `summary.html` with the night's
+//!   verdict, new failures first, the anomaly kinds and, for `--detect`, the time random
+//!   faults took to find each bug switch; and `junit.xml` for CI systems.
 
 pub mod index;
 pub mod linear;
+pub mod nightly;
 pub mod page;
 pub mod plots;
 pub mod run;

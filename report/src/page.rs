@@ -8,7 +8,7 @@
 //!
 //! Stable hooks for tests: `#verdict[data-verdict]`, `svg.plot[data-plot]`, `a.op-link`,
 //! and `body[data-script-errors]` ("0" once loaded without a script error, else
-//! "<count>: <messages>", as in the timeline).
+//! `"<count>: <messages>"`, as in the timeline).
 
 use std::collections::BTreeMap;
 

@@ -9,6 +9,8 @@
 //! - [`state`]: the state file every netns run keeps in `/run/harness/`, the process
 //!   identities in it (pid plus start time), and the test range's subnet claims; what
 //!   `harness clean` reads to find a crashed run's leftovers.
+//! - [`ssh`]: one host per node reached over SSH (`--nodes-file`, `--vagrant`): the
+//!   broker uploaded and started with sudo, cuts as iptables rules on each host.
 //! - [`tools`]: running the system tools (`ip`, `iptables`, `kill`) with errors that name
 //!   the command and its stderr, installing missing ones with apt, the root check.
 //!
@@ -16,6 +18,7 @@
 //! hosts through the async `openssh` crate); the futures must be polled on a tokio runtime.
 
 pub mod netns;
+pub mod ssh;
 pub mod state;
 pub mod tools;
 
@@ -262,4 +265,49 @@ pub trait Backend: Send + Sync {
     /// Kill every daemon this backend started and remove everything it created.
     /// Idempotent: a second call does nothing and succeeds.
     fn teardown(&self) -> BoxFuture<'_, Result<(), BackendError>>;
+}
+
+/// Installs (once per process) handlers for SIGINT (Ctrl-C), SIGTERM and SIGHUP that tear
+/// down every live backend of this process, netns and ssh alike, and then exit with 128 +
+/// the signal's number. Call it from inside a tokio runtime before creating a backend;
+/// later calls do nothing.
+pub fn install_signal_teardown() -> Result<(), BackendError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::signal::unix::{signal, SignalKind};
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(BackendError::Internal(
+            "install_signal_teardown must be called inside a tokio runtime".into(),
+        ));
+    }
+    if INSTALLED.swap(true, Ordering::SeqCst) {
+        return Ok(());
+    }
+    let listen = |kind: SignalKind| {
+        signal(kind)
+            .map_err(|error| BackendError::Setup(format!("installing a signal handler: {error}")))
+    };
+    let mut interrupt = listen(SignalKind::interrupt())?;
+    let mut terminate = listen(SignalKind::terminate())?;
+    let mut hangup = listen(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        let (name, code) = tokio::select! {
+            _ = interrupt.recv() => ("SIGINT", 130),
+            _ = terminate.recv() => ("SIGTERM", 143),
+            _ = hangup.recv() => ("SIGHUP", 129),
+        };
+        eprintln!("{name}: tearing down");
+        let mut outcomes = tokio::task::spawn_blocking(netns::teardown_all)
+            .await
+            .unwrap_or_default();
+        outcomes.extend(ssh::teardown_all().await);
+        for (run, outcome) in outcomes {
+            match outcome {
+                Ok(()) => eprintln!("removed run {run}"),
+                Err(error) => eprintln!("error: {error}"),
+            }
+        }
+        std::process::exit(code);
+    });
+    Ok(())
 }

@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 
 use super::predicate::{Needs, Predicate, View};
 use super::{Acks, Cut, OnTimeout, Scenario, Sending, StepKind};
-use crate::backend::netns::{self, NetnsBackend};
+use crate::backend::netns::NetnsBackend;
 use crate::backend::Backend;
 use crate::check::{self, CheckModel, CheckSettings};
 use crate::cluster::{Cluster, ClusterSpec};
@@ -159,7 +159,7 @@ pub async fn play(
         run_dir.display()
     );
 
-    netns::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
+    crate::backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
     let backend: Arc<NetnsBackend> = Arc::new(
         NetnsBackend::start(scenario.cluster.nodes.len())
             .await
@@ -171,6 +171,8 @@ pub async fn play(
         settings,
         node_settings: scenario.cluster.node_settings.clone(),
         root: run_dir.join("nodes"),
+        local_dir: run_dir.join("nodes"),
+        install_broker: false,
     };
     let dyn_backend: Arc<dyn Backend> = backend.clone();
     let played = match Cluster::new(dyn_backend, spec) {
@@ -385,7 +387,7 @@ async fn wait_registered(cluster: &Cluster, nodes: &[String]) -> Result<()> {
             if !cluster.is_running(node).await {
                 bail!(
                     "the broker of {node} exited while starting: {}",
-                    log_tail(cluster, node)
+                    cluster.log_tail(node).await
                 );
             }
         }
@@ -408,28 +410,6 @@ async fn wait_registered(cluster: &Cluster, nodes: &[String]) -> Result<()> {
         "{} not all registered within {SETUP_TIMEOUT:?}: {last}",
         nodes.join(", ")
     )
-}
-
-/// The last lines of a node's broker log (the reason a broker refused to start is
-/// there, e.g. a setting it does not accept).
-fn log_tail(cluster: &Cluster, node: &str) -> String {
-    let Some(path) = cluster.node(node).map(|n| n.log_file()) else {
-        return String::new();
-    };
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            // The broker's fatal error, else the last lines.
-            let said = match text.lines().rev().find(|l| l.starts_with("Error: ")) {
-                Some(error) => error.to_string(),
-                None => {
-                    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-                    lines[lines.len().saturating_sub(3)..].join(" | ")
-                }
-            };
-            format!("{said} (in {})", path.display())
-        }
-        Err(_) => format!("see {}", path.display()),
-    }
 }
 
 /// The state of one play.

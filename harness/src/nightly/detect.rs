@@ -1,0 +1,161 @@
+//! `harness nightly --detect`: how long random faults take to find each bug switch.
+//!
+//! For each bug switch and each of `--seeds` seeds, random cells of the nightly matrix
+//! run with that switch on, one after another, until the checkers judge a run invalid
+//! or the seed's `--detect-limit` is spent. The time to detect is the wall-clock time
+//! from the seed's first run starting to the verdict of the run that found it: what a
+//! nightly job would need. No scripted schedule: the scenarios' steps are not used.
+//! A cell starts only while its shortest client phase fits in what is left of the
+//! seed's limit and of the night's budget.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use checkers::log::simulate::SplitMix64;
+use report::nightly::{detect_median, DetectResult, DetectSeed, Status};
+
+use super::matrix::{self, Cell};
+use super::{run_cell, Night, NightlyArgs};
+
+/// The longest client phase of a detection run: short runs mean more fresh clusters
+/// and more fault sequences per hour.
+const DETECT_MAX_TIME_LIMIT_SECS: f64 = 30.0;
+
+/// The seed of `bug`'s `index`-th search: independent of the other bugs' seeds.
+pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
+    let mut mix = SplitMix64::new(night_seed ^ u64::from(index).wrapping_mul(0x9e37_79b9));
+    for byte in bug.bytes() {
+        mix = SplitMix64::new(mix.next_u64() ^ u64::from(byte));
+    }
+    mix.next_u64() >> 1
+}
+
+/// Runs the searches; each finished seed is added to the night's summary at once.
+pub fn run(
+    args: &NightlyArgs,
+    bugs: &[String],
+    night: &mut Night,
+    runtime: &tokio::runtime::Runtime,
+    broker_bin: &Path,
+) -> Result<()> {
+    let limit = args.detect_limit.as_secs_f64();
+    'bugs: for bug in bugs {
+        night.summary.detect.push(DetectResult {
+            bug: bug.clone(),
+            seeds: Vec::new(),
+            median_secs: None,
+        });
+        for index in 0..args.seeds {
+            let seed = seed_for(night.summary.seed, bug, index);
+            let mut rng = SplitMix64::new(seed);
+            let began = Instant::now();
+            let mut result = DetectSeed {
+                seed,
+                found: false,
+                secs: 0.0,
+                runs: 0,
+                run_id: None,
+                anomalies: Vec::new(),
+            };
+            loop {
+                let left =
+                    (limit - began.elapsed().as_secs_f64()).min(night.remaining().as_secs_f64());
+                let room = left - night.overhead_secs();
+                if room < matrix::MIN_TIME_LIMIT_SECS {
+                    break;
+                }
+                let cell = Cell::draw(&mut rng, room.min(DETECT_MAX_TIME_LIMIT_SECS));
+                result.runs += 1;
+                let id = format!("{}-s{}-r{:02}", bug.to_lowercase(), index + 1, result.runs);
+                let run = run_cell(
+                    args,
+                    night,
+                    runtime,
+                    broker_bin,
+                    id.clone(),
+                    &cell,
+                    std::slice::from_ref(bug),
+                )?;
+                let flagged = run.status == Status::Fail;
+                if flagged {
+                    result.found = true;
+                    result.run_id = Some(id);
+                    result.anomalies = run.anomalies.keys().cloned().collect();
+                }
+                night.add(run)?;
+                if flagged {
+                    break;
+                }
+            }
+            result.secs = began.elapsed().as_secs_f64();
+            println!(
+                "{bug} seed {} ({seed}): {} after {:.0} s and {} runs",
+                index + 1,
+                if result.found { "FOUND" } else { "not found" },
+                result.secs,
+                result.runs
+            );
+            let out_of_budget = !result.found && night.remaining().as_secs_f64() < limit;
+            if let Some(entry) = night.summary.detect.last_mut() {
+                entry.seeds.push(result);
+                entry.median_secs = detect_median(&entry.seeds);
+            }
+            night.write()?;
+            if out_of_budget && night.remaining().as_secs_f64() < night.overhead_secs() {
+                println!("the budget is spent; stopping the search");
+                break 'bugs;
+            }
+        }
+    }
+    print_table(&night.summary.detect);
+    Ok(())
+}
+
+fn print_table(results: &[DetectResult]) {
+    println!();
+    println!(
+        "{:11}  {:>5}  {:>12}  per seed (s)",
+        "bug switch", "found", "median"
+    );
+    for result in results {
+        let found = result.seeds.iter().filter(|s| s.found).count();
+        let median = match result.median_secs {
+            Some(secs) => format!("{secs:.0} s"),
+            None => "not found".to_string(),
+        };
+        let per_seed: Vec<String> = result
+            .seeds
+            .iter()
+            .map(|s| {
+                if s.found {
+                    format!("{:.0}", s.secs)
+                } else {
+                    format!(">{:.0}", s.secs)
+                }
+            })
+            .collect();
+        println!(
+            "{:11}  {:>2}/{:<2}  {:>12}  {}",
+            result.bug,
+            found,
+            result.seeds.len(),
+            median,
+            per_seed.join(" ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_differ_per_bug_and_index_and_follow_the_night() {
+        let a = seed_for(1, "KAFKA-7128", 0);
+        assert_eq!(a, seed_for(1, "KAFKA-7128", 0));
+        assert_ne!(a, seed_for(1, "KAFKA-7128", 1));
+        assert_ne!(a, seed_for(1, "KAFKA-7040", 0));
+        assert_ne!(a, seed_for(2, "KAFKA-7128", 0));
+    }
+}
