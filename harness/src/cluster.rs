@@ -376,18 +376,29 @@ impl Cluster {
                 .upload(&local, &node.name, &node.dir.join("node.toml"))
                 .await?;
             let _ = std::fs::remove_file(&local);
-            if self.spec.install_broker {
-                let remote = self.broker_path(&node);
-                self.backend
-                    .upload(&self.spec.broker_bin, &node.name, &remote)
-                    .await?;
-                self.backend
-                    .exec(
-                        &node.name,
-                        &["chmod".into(), "755".into(), remote.display().to_string()],
-                    )
-                    .await?;
-            }
+        }
+        if self.spec.install_broker {
+            self.install_broker_everywhere().await?;
+        }
+        Ok(())
+    }
+
+    /// Copies the broker binary to every node at once (tens of MB each over ssh).
+    async fn install_broker_everywhere(&self) -> Result<(), ClusterError> {
+        let mut copies = tokio::task::JoinSet::new();
+        for node in &self.nodes {
+            let backend = Arc::clone(&self.backend);
+            let local = self.spec.broker_bin.clone();
+            let remote = self.broker_path(node);
+            let name = node.name.clone();
+            copies.spawn(async move {
+                backend.upload(&local, &name, &remote).await?;
+                let chmod = ["chmod".into(), "755".into(), remote.display().to_string()];
+                backend.exec(&name, &chmod).await.map(|_| ())
+            });
+        }
+        while let Some(copied) = copies.join_next().await {
+            copied.map_err(|e| ClusterError::NotServing(format!("copying the broker: {e}")))??;
         }
         Ok(())
     }

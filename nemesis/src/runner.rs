@@ -952,7 +952,8 @@ impl Worker {
     }
 
     /// Restores the first changed assignment when there is one, otherwise adds a random
-    /// non-replica node to a random partition with fewer replicas than nodes. The
+    /// non-replica node, as the preferred (first) replica, to a random partition with
+    /// fewer replicas than nodes. The
     /// original replicas are recorded before the request, so that a reassignment that
     /// failed or timed out (and may still be in progress) is restored too.
     async fn reassign(&self, rng: &mut Rng, value: &mut Map<String, Value>) -> Option<String> {
@@ -984,8 +985,12 @@ impl Worker {
         let Some(added) = rng.pick(&spare).map(|node| (*node).clone()) else {
             return Some("no-target: no partition with fewer replicas than nodes".into());
         };
+        // The new replica goes first, as the partition's preferred leader: an operator
+        // moving a partition to a new broker does that (KAFKA-1561's shape), and a
+        // preferred-leader election or the broker's rebalance then moves leadership to a
+        // replica that has only just caught up.
         let mut replicas = partition.replicas.clone();
-        replicas.push(added.clone());
+        replicas.insert(0, added.clone());
         let key = partition.key();
         value.insert("key".into(), json!(key));
         value.insert("from".into(), json!(partition.replicas));

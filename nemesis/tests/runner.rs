@@ -789,7 +789,8 @@ async fn every_action_records_a_pair_with_its_fields() {
     let to: Vec<String> = serde_json::from_value(added.value["to"].clone()).unwrap();
     let new = added.value["added"].as_str().unwrap().to_string();
     assert!(!from.contains(&new));
-    assert_eq!(to, [from.clone(), vec![new]].concat());
+    // The added replica is the new preferred (first) one.
+    assert_eq!(to, [vec![new], from.clone()].concat());
     assert!(added.value["answer"].is_object());
     let key = added.value["key"].as_str().unwrap().to_string();
     assert_eq!(
