@@ -478,9 +478,13 @@ pub fn render_html(
             body {
                 script { (PreEscaped(ERROR_HOOK)) }
                 (header(summary, &changes, previous, verdict))
+                // A detection night is read for its time-to-detect table first.
+                @if summary.mode == "detect" && !summary.detect.is_empty() {
+                    (detect_section(summary))
+                }
                 (runs_section(summary, &changes, dir))
                 (anomalies_section(summary, &changes))
-                @if !summary.detect.is_empty() {
+                @if summary.mode != "detect" && !summary.detect.is_empty() {
                     (detect_section(summary))
                 }
             }
@@ -489,8 +493,15 @@ pub fn render_html(
     .into_string()
 }
 
-/// `fail` when any run failed or erred, else `pass`.
+/// `fail` when any run failed or erred, else `pass`. A detection night (whose runs are
+/// meant to fail) passes when every bug switch was found with a median within
+/// [`DETECT_LIMIT_SECS`].
 fn night_verdict(summary: &NightlySummary) -> &'static str {
+    if summary.mode == "detect" {
+        let all_found = !summary.detect.is_empty()
+            && summary.detect.iter().all(|r| detect_problem(r).is_none());
+        return if all_found { "pass" } else { "fail" };
+    }
     if summary.runs.iter().any(|r| r.status.is_failing()) {
         "fail"
     } else {
@@ -1513,6 +1524,23 @@ mod tests {
         assert!(page.contains(r##"<a href="#run-d001">d001</a>"##));
         assert!(page.contains("&gt; 15:00"));
         assert!(page.contains(r#"<h3 id="detect-KAFKA-&lt;1561&gt;">"#));
+    }
+
+    #[test]
+    fn a_detection_night_passes_only_when_every_switch_is_found_in_time() {
+        let mut summary = detect_night();
+        // Its runs fail (that is what finding a bug is), yet two switches were missed.
+        let page = render_html(&summary, &compare(None, &summary), None, Path::new("/s"));
+        assert!(page.contains(r#"data-verdict="fail""#));
+        let table = page.find("Time to detect").expect("the table");
+        let runs = page.find(r#"id="runs-section""#).expect("the runs");
+        assert!(table < runs, "a detection night shows its table first");
+        summary.detect.truncate(1);
+        let page = render_html(&summary, &compare(None, &summary), None, Path::new("/s"));
+        assert!(
+            page.contains(r#"data-verdict="pass""#),
+            "KAFKA-7128 found, median 02:05"
+        );
     }
 
     // --- junit.xml ----------------------------------------------------------------------
