@@ -11,7 +11,6 @@
 //! path segment is percent-encoded, so a hostile run name can neither break the markup
 //! (maud escapes it) nor the URL.
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -243,19 +242,7 @@ fn count_anomalies(results: &Value) -> BTreeMap<String, u64> {
 /// (everything but unreserved characters), so no name can become a scheme, query or
 /// fragment.
 pub fn href(path: &str) -> String {
-    let mut out = String::with_capacity(path.len() + 2);
-    out.push_str("./");
-    for byte in path.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                out.push(byte as char)
-            }
-            _ => {
-                let _ = write!(out, "%{byte:02X}");
-            }
-        }
-    }
-    out
+    format!("./{}", crate::percent_encode(path))
 }
 
 /// `20261130T052541` as `2026-11-30 05:25:41` (the suffix kept); other names as they are.

@@ -28,6 +28,32 @@ pub mod timeline;
 
 use std::path::{Path, PathBuf};
 
+/// Records script errors on `<body>` for the browser test: `data-script-errors` is
+/// `"<count>: <messages>"` after an error, and `"0"` once loaded without one. Every page
+/// but the timeline (which has its own init) starts its body with it.
+pub(crate) const SCRIPT_ERROR_HOOK: &str = "(function(){var e=[];\
+window.onerror=function(m,s,l,c){e.push(String(m)+' ('+l+':'+c+')');\
+if(document.body){document.body.dataset.scriptErrors=e.length+': '+e.join('; ');}};\
+window.addEventListener('load',function(){if(e.length===0){document.body.dataset.scriptErrors='0';}});})();";
+
+/// Percent-encodes `text` for a URL path or fragment: everything but unreserved
+/// characters and `/`, so no name can become a scheme, query or fragment.
+pub(crate) fn percent_encode(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                out.push(byte as char)
+            }
+            _ => {
+                let _ = write!(out, "%{byte:02X}");
+            }
+        }
+    }
+    out
+}
+
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

@@ -354,23 +354,6 @@ fn detect_problem(result: &DetectResult) -> Option<String> {
 // ---------------------------------------------------------------------------------------
 // Links.
 
-/// Percent-encodes `text` for a URL path or fragment: everything but unreserved
-/// characters and `/`, so no name can become a scheme, query or fragment.
-fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                out.push(byte as char)
-            }
-            _ => {
-                let _ = write!(out, "%{byte:02X}");
-            }
-        }
-    }
-    out
-}
-
 /// The components of `path` with `.` dropped and `..` applied (lexically: the page is
 /// read later, possibly elsewhere, so the file system is not asked).
 fn normalized(path: &Path) -> Vec<Component<'_>> {
@@ -398,7 +381,7 @@ fn folder_href(dir: &Path, target: &Path) -> String {
     let to = normalized(target);
     let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
     if !dir.is_absolute() || !target.is_absolute() || common == 0 {
-        let path = encode(&target.to_string_lossy());
+        let path = crate::percent_encode(&target.to_string_lossy());
         let path = path.trim_end_matches('/');
         return if target.is_absolute() {
             format!("file://{path}/")
@@ -411,7 +394,7 @@ fn folder_href(dir: &Path, target: &Path) -> String {
         href.push_str("../");
     }
     for part in &to[common..] {
-        href.push_str(&encode(&part.as_os_str().to_string_lossy()));
+        href.push_str(&crate::percent_encode(&part.as_os_str().to_string_lossy()));
         href.push('/');
     }
     href
@@ -419,18 +402,11 @@ fn folder_href(dir: &Path, target: &Path) -> String {
 
 /// The in-page link to a run's row.
 fn row_href(id: &str) -> String {
-    format!("#run-{}", encode(id))
+    format!("#run-{}", crate::percent_encode(id))
 }
 
 // ---------------------------------------------------------------------------------------
 // summary.html
-
-/// Records script errors on `<body>` as the other pages do: `data-script-errors` is
-/// `<count>: <messages>` after an error, and `0` once loaded without one.
-const ERROR_HOOK: &str = "(function(){var e=[];\
-window.onerror=function(m,s,l,c){e.push(String(m)+' ('+l+':'+c+')');\
-if(document.body){document.body.dataset.scriptErrors=e.length+': '+e.join('; ');}};\
-window.addEventListener('load',function(){if(e.length===0){document.body.dataset.scriptErrors='0';}});})();";
 
 const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1400px;padding:0 16px 40px;color:#222;line-height:1.4}\
@@ -476,7 +452,7 @@ pub fn render_html(
                 style { (PreEscaped(STYLE)) }
             }
             body {
-                script { (PreEscaped(ERROR_HOOK)) }
+                script { (PreEscaped(crate::SCRIPT_ERROR_HOOK)) }
                 (header(summary, &changes, previous, verdict))
                 // A detection night is read for its time-to-detect table first.
                 @if summary.mode == "detect" && !summary.detect.is_empty() {
@@ -722,7 +698,7 @@ fn detect_section(summary: &NightlySummary) -> Markup {
                 tbody {
                     @for result in &summary.detect {
                         tr data-bug=(result.bug) data-found=(found_count(result)) {
-                            td { a href={ "#detect-" (encode(&result.bug)) } { (result.bug) } }
+                            td { a href={ "#detect-" (crate::percent_encode(&result.bug)) } { (result.bug) } }
                             td { (found_count(result)) " of " (result.seeds.len()) " seeds" }
                             td {
                                 @match result.median_secs {

@@ -26,13 +26,6 @@ const MAX_PARTITIONS: usize = 1000;
 /// Longest JSON value shown in a table cell, in characters.
 const MAX_CELL: usize = 400;
 
-/// Records script errors on `<body>` as the timeline does: `data-script-errors` is
-/// "<count>: <messages>" after an error, and "0" once loaded without one.
-const ERROR_HOOK: &str = "(function(){var e=[];\
-window.onerror=function(m,s,l,c){e.push(String(m)+' ('+l+':'+c+')');\
-if(document.body){document.body.dataset.scriptErrors=e.length+': '+e.join('; ');}};\
-window.addEventListener('load',function(){if(e.length===0){document.body.dataset.scriptErrors='0';}});})();";
-
 const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1000px;padding:0 16px 40px;color:#222;line-height:1.4}\
 h1{font-size:1.5em;margin:18px 0 4px}h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ddd}\
@@ -70,7 +63,7 @@ pub fn render(data: &RunData) -> String {
                 style { (PreEscaped(STYLE)) }
             }
             body {
-                script { (PreEscaped(ERROR_HOOK)) }
+                script { (PreEscaped(crate::SCRIPT_ERROR_HOOK)) }
                 h1 { (name) }
                 p.muted {
                     @if let Some(started) = data.test.get("started").and_then(Value::as_str) { "started " (started) " · " }

@@ -1314,44 +1314,14 @@ pub fn teardown_all() -> Vec<(String, Result<(), BackendError>)> {
         .collect()
 }
 
-/// Installs handlers for SIGINT (Ctrl-C), SIGTERM and SIGHUP that tear down every live
-/// backend of this process ([`teardown_all`]) and then exit with 128 + the signal's
-/// number. Call it once, from inside a tokio runtime, before creating a backend. A runner
-/// that must do more on Ctrl-C (flush the history, say) installs its own handler instead
-/// and calls [`teardown_all`] from it.
+/// Installs the process's handlers for SIGINT (Ctrl-C), SIGTERM and SIGHUP, which tear
+/// down every live backend of this process — netns runs through [`teardown_all`] — and
+/// exit with 128 + the signal's number: [`super::install_signal_teardown`]. Call it from
+/// inside a tokio runtime before creating a backend. A runner that must do more on
+/// Ctrl-C (flush the history, say) installs its own handler instead and calls
+/// [`teardown_all`] from it.
 pub fn install_signal_teardown() -> Result<(), BackendError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    if tokio::runtime::Handle::try_current().is_err() {
-        return Err(BackendError::Internal(
-            "install_signal_teardown must be called inside a tokio runtime".into(),
-        ));
-    }
-    let listen = |kind: SignalKind| {
-        signal(kind)
-            .map_err(|error| BackendError::Setup(format!("installing a signal handler: {error}")))
-    };
-    let mut interrupt = listen(SignalKind::interrupt())?;
-    let mut terminate = listen(SignalKind::terminate())?;
-    let mut hangup = listen(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        let (name, code) = tokio::select! {
-            _ = interrupt.recv() => ("SIGINT", 130),
-            _ = terminate.recv() => ("SIGTERM", 143),
-            _ = hangup.recv() => ("SIGHUP", 129),
-        };
-        eprintln!("{name}: tearing down");
-        let outcomes = tokio::task::spawn_blocking(teardown_all)
-            .await
-            .unwrap_or_default();
-        for (prefix, outcome) in outcomes {
-            match outcome {
-                Ok(()) => eprintln!("removed run {prefix}"),
-                Err(error) => eprintln!("error: {error}"),
-            }
-        }
-        std::process::exit(code);
-    });
-    Ok(())
+    super::install_signal_teardown()
 }
 
 /// Removes what earlier runs left behind (`harness clean`): every run in the state folder
