@@ -65,7 +65,11 @@ pub fn run(
                 if room < matrix::MIN_TIME_LIMIT_SECS {
                     break;
                 }
-                let cell = Cell::draw(&mut rng, room.min(DETECT_MAX_TIME_LIMIT_SECS));
+                let cell = Cell::draw(
+                    &mut rng,
+                    room.min(DETECT_MAX_TIME_LIMIT_SECS),
+                    night.max_nodes,
+                );
                 result.runs += 1;
                 let id = format!("{}-s{}-r{:02}", bug.to_lowercase(), index + 1, result.runs);
                 let run = run_cell(

@@ -78,11 +78,16 @@ pub struct Cell {
 
 impl Cell {
     /// Draws a cell; its client phase is at most `max_time_limit_secs` (at least
-    /// [`MIN_TIME_LIMIT_SECS`]).
-    pub fn draw(rng: &mut SplitMix64, max_time_limit_secs: f64) -> Cell {
+    /// [`MIN_TIME_LIMIT_SECS`]); a cell of 5 nodes becomes one of 3 when fewer than 5
+    /// hosts are there (`max_nodes`, at least 3).
+    pub fn draw(rng: &mut SplitMix64, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
         let workload = if rng.percent(75) { "log" } else { "register" };
         let nemesis = NEMESIS_MIXES[rng.below(NEMESIS_MIXES.len() as u64) as usize];
-        let nodes = if rng.percent(50) { 3 } else { 5 };
+        let nodes = if rng.percent(50) || max_nodes < 5 {
+            3
+        } else {
+            5
+        };
         let (replication_factor, min_insync_replicas, wipe) =
             DURABILITY[rng.below(DURABILITY.len() as u64) as usize];
         let profile = PROFILES[rng.below(PROFILES.len() as u64) as usize].0;
@@ -184,7 +189,7 @@ mod tests {
     fn every_drawn_cell_is_a_valid_test() {
         let mut rng = SplitMix64::new(7);
         for _ in 0..500 {
-            let cell = Cell::draw(&mut rng, 40.0);
+            let cell = Cell::draw(&mut rng, 40.0, 5);
             assert!(cell.replication_factor <= cell.nodes, "{cell:?}");
             assert!(
                 cell.min_insync_replicas <= cell.replication_factor,
@@ -215,7 +220,7 @@ mod tests {
         let draw = |seed| {
             let mut rng = SplitMix64::new(seed);
             (0..200)
-                .map(|_| Cell::draw(&mut rng, 60.0))
+                .map(|_| Cell::draw(&mut rng, 60.0, 5))
                 .collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3));
@@ -233,11 +238,28 @@ mod tests {
     }
 
     #[test]
+    fn with_three_hosts_every_cell_has_three_nodes_and_the_same_draws() {
+        let mut five = SplitMix64::new(9);
+        let mut three = SplitMix64::new(9);
+        for _ in 0..200 {
+            let (a, b) = (
+                Cell::draw(&mut five, 60.0, 5),
+                Cell::draw(&mut three, 60.0, 3),
+            );
+            assert_eq!(b.nodes, 3);
+            assert_eq!(
+                (a.workload, a.nemesis, a.seed),
+                (b.workload, b.nemesis, b.seed)
+            );
+        }
+    }
+
+    #[test]
     fn a_short_budget_draws_short_runs() {
         let mut rng = SplitMix64::new(1);
         for _ in 0..50 {
             assert_eq!(
-                Cell::draw(&mut rng, 5.0).time_limit_secs,
+                Cell::draw(&mut rng, 5.0, 5).time_limit_secs,
                 MIN_TIME_LIMIT_SECS
             );
         }

@@ -159,7 +159,8 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
         }
     }
     // Check the shared test options once (a bad --nodes-file is found now, not per run).
-    let probe = Cell::draw(&mut SplitMix64::new(1), 30.0);
+    let max_nodes = available_nodes(args)?;
+    let probe = Cell::draw(&mut SplitMix64::new(1), 30.0, max_nodes);
     let probe_args = test_args(args, &probe, &args.regressions, Path::new("/nonexistent"))?;
     test_run::validate(&probe_args)?;
     let scenarios = if args.detect || args.no_repro {
@@ -172,6 +173,7 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
     let seed = args.seed.unwrap_or_else(test_run::random_seed);
     let night_dir = create_night_dir(&args.store)?;
     let mut night = Night::new(args, seed, &broker_bin, night_dir)?;
+    night.max_nodes = max_nodes;
     println!("night: {}", night.dir.display());
     println!("seed: {seed}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -186,6 +188,29 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
     }
     night.finish()?;
     Ok(night.exit_code())
+}
+
+/// How many nodes the tests may have: 5 on namespaces and with `--vagrant` (the
+/// Vagrantfile's machines), the hosts of `--nodes-file` (at least 3) otherwise.
+fn available_nodes(args: &NightlyArgs) -> Result<u32> {
+    let Some(file) = (args.backend == "ssh")
+        .then_some(args.ssh.nodes_file.as_ref())
+        .flatten()
+    else {
+        return Ok(5);
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("--nodes-file {}", file.display()))?;
+    let hosts = crate::backend::ssh::parse_nodes_file(&text)
+        .with_context(|| format!("--nodes-file {}", file.display()))?;
+    if hosts.len() < 3 {
+        bail!(
+            "--nodes-file {}: the nightly matrix needs at least 3 hosts, it names {}",
+            file.display(),
+            hosts.len()
+        );
+    }
+    Ok(hosts.len().min(5) as u32)
 }
 
 fn detect_bugs(args: &NightlyArgs) -> Result<Vec<String>> {
@@ -219,6 +244,8 @@ pub struct Night {
     budget: Duration,
     /// Seconds tests took beyond their client phase, to plan the next one.
     overheads: Vec<f64>,
+    /// The most nodes a test may have (the hosts there are).
+    pub max_nodes: u32,
 }
 
 impl Night {
@@ -246,6 +273,7 @@ impl Night {
             started: Instant::now(),
             budget: args.budget,
             overheads: Vec::new(),
+            max_nodes: 5,
         };
         night.write()?;
         Ok(night)
@@ -671,7 +699,7 @@ fn run_matrix(
             return Ok(());
         }
         number += 1;
-        let cell = Cell::draw(&mut rng, room);
+        let cell = Cell::draw(&mut rng, room, night.max_nodes);
         let run = run_cell(
             args,
             night,
