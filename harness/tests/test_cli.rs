@@ -193,7 +193,9 @@ fn bad_options_are_refused_before_anything_starts() {
         (vec!["--nemesis-interval", "0"], "--nemesis-interval 0"),
         (vec!["--nemesis-interval=-2"], "--nemesis-interval -2"),
         (vec!["--nemesis-wipe", "maybe"], "maybe"),
-        (vec!["--backend", "ssh"], "--backend \"ssh\""),
+        (vec!["--backend", "docker"], "--backend \"docker\""),
+        (vec!["--backend", "ssh"], "--nodes-file FILE or --vagrant"),
+        (vec!["--nodes-file", "hosts.txt"], "need --backend ssh"),
         (vec!["--broker-config", "broker_id=3"], "set by the harness"),
         (vec!["--workload", "queue"], "queue"),
     ] {
