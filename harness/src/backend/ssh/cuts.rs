@@ -1,9 +1,8 @@
 //! Cutting and healing traffic between nodes: `DROP` rules in the receiver's chain
 //! ([`netns::cut_rules`]), applied with one command per host, the hosts in parallel.
 
-use super::quote::{shell_command, with_prelude};
-use super::scripts::WATCHDOG;
-use super::session::{Call, Inner, Stdin, Stdout};
+use super::quote::shell_command;
+use super::session::Inner;
 use super::wait::{first_error, join_all};
 use crate::backend::netns::{self, CutRule, RuleVerb};
 use crate::backend::tools::display_command;
@@ -66,19 +65,9 @@ impl Inner {
                 .await
                 .map_err(|_| BackendError::TornDown)?;
             let argv = vec!["sh".to_string(), "-c".to_string(), script];
-            self.invoke(
-                host,
-                Call {
-                    script: &with_prelude(WATCHDOG, false),
-                    args: &argv,
-                    as_user: false,
-                    stdin: Stdin::Held,
-                    stdout: Stdout::Capture,
-                    shown: &shown,
-                },
-            )
-            .await
-            .map(drop)
+            self.run_argv_shown(host, &argv, false, &shown)
+                .await
+                .map(drop)
         });
         first_error(join_all(jobs).await)
     }

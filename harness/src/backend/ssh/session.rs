@@ -328,6 +328,19 @@ impl Inner {
         argv: &[String],
         as_user: bool,
     ) -> Result<ExecOutput, BackendError> {
+        self.run_argv_shown(host, argv, as_user, &display_command(argv))
+            .await
+    }
+
+    /// [`Inner::run_argv`], named `shown` in errors (for a generated `sh -c` script,
+    /// what it does rather than its text).
+    pub(super) async fn run_argv_shown(
+        &self,
+        host: &HostConn,
+        argv: &[String],
+        as_user: bool,
+        shown: &str,
+    ) -> Result<ExecOutput, BackendError> {
         check_argv(argv)?;
         let script = with_prelude(WATCHDOG, false);
         self.invoke(
@@ -338,7 +351,7 @@ impl Inner {
                 as_user,
                 stdin: Stdin::Held,
                 stdout: Stdout::Capture,
-                shown: &display_command(argv),
+                shown,
             },
         )
         .await
