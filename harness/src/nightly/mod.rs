@@ -481,12 +481,7 @@ pub fn test_args(
     bugs: &[String],
     broker_bin: &Path,
 ) -> Result<TestArgs> {
-    let mut argv: Vec<String> = vec!["harness".into(), "test".into()];
-    argv.extend(cell.test_options());
-    for bug in bugs {
-        argv.push("--bug".into());
-        argv.push(bug.clone());
-    }
+    let mut argv = cell_argv(cell, bugs);
     argv.push("--name".into());
     argv.push(format!("nightly-{}", cell.workload));
     argv.push("--store".into());
@@ -533,15 +528,20 @@ pub fn test_args(
     }
 }
 
-/// The command that runs a cell again.
-fn command_of(cell: &Cell, bugs: &[String]) -> String {
+/// `harness test` with a cell's options and the bug switches.
+fn cell_argv(cell: &Cell, bugs: &[String]) -> Vec<String> {
     let mut argv = vec!["harness".to_string(), "test".to_string()];
     argv.extend(cell.test_options());
     for bug in bugs {
         argv.push("--bug".into());
         argv.push(bug.clone());
     }
-    crate::backend::tools::display_command(&argv)
+    argv
+}
+
+/// The command that runs a cell again.
+fn command_of(cell: &Cell, bugs: &[String]) -> String {
+    crate::backend::tools::display_command(&cell_argv(cell, bugs))
 }
 
 /// Runs one cell as a test and says what it came to.
