@@ -33,17 +33,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::{Json, Router};
-use harness::recorder::Recorder;
-use harness::workload::client::BrokerClient;
-use harness::workload::{
-    run_workload, stop_signal, Target, TargetNode, WorkloadKind, WorkloadOptions,
-};
 use history::Outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use workloads::client::BrokerClient;
+use workloads::recorder::Recorder;
+use workloads::{run_workload, stop_signal, Target, TargetNode, WorkloadKind, WorkloadOptions};
 
 const TOPIC: &str = "bench";
 const PARTITIONS: u32 = 8;

@@ -1,6 +1,6 @@
 //! `harness clean`: remove what crashed runs left behind.
 //!
-//! The work is [`crate::backend::netns::clean_leftovers`]: every run recorded in
+//! The work is [`backend::netns::clean_leftovers`]: every run recorded in
 //! `/run/harness/` whose harness is no longer running is torn down (its daemons, namespaces,
 //! bridge, veths, `FORWARD` rule, subnet claim and state file), then namespaces and links
 //! that carry a run prefix but have no state file, and the test range's `unreachable`
@@ -8,8 +8,8 @@
 //! when everything is clean, [`crate::EXIT_TOOL_ERROR`] when something could not be
 //! removed (each failure is printed) or when not running as root.
 
-use crate::backend::netns::clean_leftovers;
 use crate::EXIT_TOOL_ERROR;
+use backend::netns::clean_leftovers;
 
 /// Runs `harness clean`; returns the exit code.
 pub fn run() -> anyhow::Result<i32> {

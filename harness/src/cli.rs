@@ -178,7 +178,7 @@ pub struct TestArgs {
     /// What the clients do: `log` (appends and reads, checked for lost writes and
     /// ordering) or `register` (one value per partition, checked for linearizability).
     #[arg(long, default_value = "log", value_name = "log|register")]
-    pub workload: crate::workload::WorkloadKind,
+    pub workload: workloads::WorkloadKind,
 
     /// Faults to inject: a comma-separated list of `kill`, `pause`, `partition`,
     /// `partition-ports` and `admin`; `all` for every one, `none` for none.
@@ -279,16 +279,16 @@ pub struct SshArgs {
     /// refuse changed ones), `off` (no checking). Default: `off` with --vagrant (its
     /// machines get new keys on every `vagrant up`), `accept-new` otherwise.
     #[arg(long, value_name = "strict|accept-new|off", value_parser = parse_host_keys)]
-    pub ssh_host_keys: Option<crate::backend::ssh::HostKeyPolicy>,
+    pub ssh_host_keys: Option<backend::ssh::HostKeyPolicy>,
 
     /// Where a run keeps its files on the hosts (a folder per run inside, removed at the
     /// end once the logs are copied back).
-    #[arg(long, value_name = "DIR", default_value = crate::backend::ssh::DEFAULT_REMOTE_DIR)]
+    #[arg(long, value_name = "DIR", default_value = backend::ssh::DEFAULT_REMOTE_DIR)]
     pub remote_dir: PathBuf,
 }
 
-fn parse_host_keys(text: &str) -> Result<crate::backend::ssh::HostKeyPolicy, String> {
-    use crate::backend::ssh::HostKeyPolicy;
+fn parse_host_keys(text: &str) -> Result<backend::ssh::HostKeyPolicy, String> {
+    use backend::ssh::HostKeyPolicy;
     match text {
         "strict" => Ok(HostKeyPolicy::Strict),
         "accept-new" => Ok(HostKeyPolicy::AcceptNew),

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::backend::{Backend, BackendError, Signal};
-use crate::workload::{Target, TargetNode};
+use backend::{Backend, BackendError, Signal};
+use workloads::{Target, TargetNode};
 
 pub const CLIENT_PORT: u16 = 9092;
 pub const REPLICATION_PORT: u16 = 9093;

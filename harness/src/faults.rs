@@ -1,6 +1,6 @@
 //! The nemesis's hold on a real test: [`ClusterFaults`] implements
 //! [`nemesis::ClusterControl`] on the test's [`Cluster`] and its
-//! [`Backend`](crate::backend::Backend), and [`HistoryJournal`] implements
+//! [`Backend`](backend::Backend), and [`HistoryJournal`] implements
 //! [`nemesis::Journal`] on the history [`Recorder`].
 //!
 //! - Processes: kill (SIGKILL, then wait until the process is gone, so that a restart
@@ -27,10 +27,10 @@ use nemesis::{
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::backend::{BackendError, Cut, Signal};
 use crate::cluster::{Cluster, ClusterError, METADATA_PORT, REPLICATION_PORT};
-use crate::error_chain;
-use crate::recorder::{NemesisInvocation, Recorder};
+use backend::{BackendError, Cut, Signal};
+use workloads::error_chain;
+use workloads::recorder::{NemesisInvocation, Recorder};
 
 /// The folder under a broker's `data_dir` that holds the metadata quorum's files
 /// (`METADATA_DIR` in `broker/src/quorum/raft/mod.rs`); every other entry of `data_dir`
@@ -494,7 +494,7 @@ impl ClusterFaults {
             .timeout(ADMIN_TIMEOUT)
             .send()
             .await
-            .map_err(|e| ControlError(format!("{node}: {}", crate::error_chain(&e))))?;
+            .map_err(|e| ControlError(format!("{node}: {}", workloads::error_chain(&e))))?;
         let status = response.status();
         let answer: Value = response.json().await.unwrap_or(Value::Null);
         if status.is_success() {

@@ -29,16 +29,16 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::backend::netns::NetnsBackend;
-use crate::backend::ssh;
-use crate::backend::{Backend, Signal};
 use crate::check::{self, CheckModel, CheckSettings};
 use crate::cli::TestArgs;
 use crate::cluster::{self, Cluster, ClusterSpec};
 use crate::faults::{ClusterFaults, HistoryJournal, NemesisTally};
-use crate::recorder::Recorder;
-use crate::workload::client::BrokerClient;
-use crate::workload::{self, Target, WorkloadKind, WorkloadOptions};
+use backend::netns::NetnsBackend;
+use backend::ssh;
+use backend::{Backend, Signal};
+use workloads::client::BrokerClient;
+use workloads::recorder::Recorder;
+use workloads::{Target, WorkloadKind, WorkloadOptions};
 
 /// The topic every test writes to.
 pub const TOPIC: &str = "jepsen";
@@ -332,7 +332,7 @@ async fn run_test_in(
     println!("seed: {seed}");
     println!("run folder: {}", run_dir.display());
 
-    crate::backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
+    backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
     let nodes = start_backend(args, &run_dir)
         .await
         .context("cannot set up the nodes")?;
@@ -463,10 +463,10 @@ async fn run_phases(
         // The workload and the nemesis side by side; the nemesis stops when the
         // workload's time is up (its step in progress finishes first).
         let progress = spawn_progress(&recorder, options.time_limit);
-        let (_stopper, stop) = workload::stop_signal();
+        let (_stopper, stop) = workloads::stop_signal();
         let (stop_nemesis, nemesis_stopped) = watch::channel(false);
         let workload_done = async {
-            let ran = workload::run_workload(&target, &options, &recorder, &stop).await;
+            let ran = workloads::run_workload(&target, &options, &recorder, &stop).await;
             let _ = stop_nemesis.send(true);
             ran
         };
@@ -537,7 +537,7 @@ async fn run_phases(
         stats.availability =
             probe_availability(&target, &options, &recorder, AVAILABILITY_BOUND).await?;
         let finals =
-            workload::final_reads(&target, &options, &recorder, FINAL_READS_TIMEOUT).await?;
+            workloads::final_reads(&target, &options, &recorder, FINAL_READS_TIMEOUT).await?;
         stats.final_reads_complete = finals.complete();
         stats.nemesis = faults.as_ref().map(|f| f.journal.tally());
         recorder.finish()?;
@@ -1011,5 +1011,5 @@ fn reproduce_command(args: &TestArgs, choice: &NemesisChoice, seed: u64) -> Stri
 
 /// `word` quoted for a shell when it needs it (the reproduce command is pasted into one).
 fn shell_word(word: &str) -> String {
-    crate::backend::tools::display_command(&[word])
+    backend::tools::display_command(&[word])
 }

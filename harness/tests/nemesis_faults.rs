@@ -22,12 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use backend::netns::NetnsBackend;
+use backend::Backend;
 use common::{is_root, run_leftovers};
-use harness::backend::netns::NetnsBackend;
-use harness::backend::Backend;
 use harness::cluster::{self, Cluster, ClusterSpec};
 use harness::faults::{ClusterFaults, HistoryJournal};
-use harness::recorder::Recorder;
 use nemesis::schedule::ScheduleOptions;
 use nemesis::{
     Action, AdminAction, ClusterControl, Nemesis, NemesisOptions, PackageKind, Ports, Roles, Shape,
@@ -35,6 +34,7 @@ use nemesis::{
 };
 use serde_json::{json, Value};
 use tokio::sync::watch;
+use workloads::recorder::Recorder;
 
 const TOPIC: &str = "faults";
 const PARTITIONS: u32 = 2;

@@ -6,10 +6,10 @@
 
 mod common;
 
+use backend::netns::{NetnsBackend, TEST_RANGE};
+use backend::state::{self, ProcessRecord, STATE_DIR};
+use backend::{tools, Backend, BackendError, Cut, Signal};
 use common::{is_root, run_leftovers};
-use harness::backend::netns::{NetnsBackend, TEST_RANGE};
-use harness::backend::state::{self, ProcessRecord, STATE_DIR};
-use harness::backend::{tools, Backend, BackendError, Cut, Signal};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -941,7 +941,7 @@ fn signalled_run_helper() {
     }
     let runtime = runtime();
     runtime.block_on(async {
-        if let Err(error) = harness::backend::netns::install_signal_teardown() {
+        if let Err(error) = backend::netns::install_signal_teardown() {
             panic!("installing the handler: {error}");
         }
     });

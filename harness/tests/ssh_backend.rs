@@ -7,11 +7,11 @@
 
 mod common;
 
+use backend::netns::NetnsBackend;
+use backend::ssh::{self, Host, HostKeyPolicy, SshBackend, SshOptions};
+use backend::state::ProcessRecord;
+use backend::{tools, Backend, BackendError, Cut, Signal};
 use common::{is_root, Scratch};
-use harness::backend::netns::NetnsBackend;
-use harness::backend::ssh::{self, Host, HostKeyPolicy, SshBackend, SshOptions};
-use harness::backend::state::ProcessRecord;
-use harness::backend::{tools, Backend, BackendError, Cut, Signal};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

@@ -20,11 +20,6 @@ use axum::{Json, Router};
 use checkers::linear::{check_linearizable, LinearOptions, ModelKind};
 use checkers::log::{check_log, AnomalyKind};
 use checkers::Verdict;
-use harness::recorder::Recorder;
-use harness::workload::{
-    final_reads, run_workload, stop_signal, Consistency, Target, TargetNode, WorkloadKind,
-    WorkloadOptions,
-};
 use history::{pair, read_history, History, OpType, Outcome, Process};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -34,6 +29,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use workloads::recorder::Recorder;
+use workloads::{
+    final_reads, run_workload, stop_signal, Consistency, Target, TargetNode, WorkloadKind,
+    WorkloadOptions,
+};
 
 const TOPIC: &str = "t";
 const NODES: u32 = 3;

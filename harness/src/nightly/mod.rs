@@ -201,7 +201,7 @@ fn available_nodes(args: &NightlyArgs) -> Result<u32> {
     };
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("--nodes-file {}", file.display()))?;
-    let hosts = crate::backend::ssh::parse_nodes_file(&text)
+    let hosts = backend::ssh::parse_nodes_file(&text)
         .with_context(|| format!("--nodes-file {}", file.display()))?;
     if hosts.len() < 3 {
         bail!(
@@ -510,9 +510,9 @@ pub fn test_args(
         argv.push("--ssh-host-keys".into());
         argv.push(
             match policy {
-                crate::backend::ssh::HostKeyPolicy::Strict => "strict",
-                crate::backend::ssh::HostKeyPolicy::AcceptNew => "accept-new",
-                crate::backend::ssh::HostKeyPolicy::Off => "off",
+                backend::ssh::HostKeyPolicy::Strict => "strict",
+                backend::ssh::HostKeyPolicy::AcceptNew => "accept-new",
+                backend::ssh::HostKeyPolicy::Off => "off",
             }
             .into(),
         );
@@ -541,7 +541,7 @@ fn cell_argv(cell: &Cell, bugs: &[String]) -> Vec<String> {
 
 /// The command that runs a cell again.
 fn command_of(cell: &Cell, bugs: &[String]) -> String {
-    crate::backend::tools::display_command(&cell_argv(cell, bugs))
+    backend::tools::display_command(&cell_argv(cell, bugs))
 }
 
 /// Runs one cell as a test and says what it came to.

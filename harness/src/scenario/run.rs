@@ -25,18 +25,18 @@ use tokio::task::JoinSet;
 
 use super::predicate::{Needs, Predicate, View};
 use super::{Acks, Cut, OnTimeout, Scenario, Sending, StepKind};
-use crate::backend::netns::NetnsBackend;
-use crate::backend::Backend;
 use crate::check::{self, CheckModel, CheckSettings};
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::faults::{ClusterFaults, HistoryJournal};
-use crate::recorder::Recorder;
 use crate::test_run::{
     add_availability, create_run_dir, probe_availability, update_latest, PartitionAvailability,
 };
-use crate::workload::client::BrokerClient;
-use crate::workload::log::{read, ReadSpec};
-use crate::workload::{self, Consistency, Target, WorkloadKind, WorkloadOptions, FINAL_READ_MAX};
+use backend::netns::NetnsBackend;
+use backend::Backend;
+use workloads::client::BrokerClient;
+use workloads::log::{read, ReadSpec};
+use workloads::recorder::Recorder;
+use workloads::{Consistency, Target, WorkloadKind, WorkloadOptions, FINAL_READ_MAX};
 
 /// Bounds the start of each group of nodes and the creation of the topic.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -159,7 +159,7 @@ pub async fn play(
         run_dir.display()
     );
 
-    crate::backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
+    backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
     let backend: Arc<NetnsBackend> = Arc::new(
         NetnsBackend::start(scenario.cluster.nodes.len())
             .await
@@ -899,7 +899,7 @@ impl<'a> Player<'a> {
             FINAL_READS_TIMEOUT
         };
         let finals =
-            workload::final_reads(&self.target, &options, &self.recorder, finals_timeout).await?;
+            workloads::final_reads(&self.target, &options, &self.recorder, finals_timeout).await?;
         if !finals.complete() {
             eprintln!("  warning: the final reads did not reach the end of every partition");
         }
@@ -1019,7 +1019,7 @@ fn invoke_value(job: &ProduceJob, key: &str, value: i64) -> Value {
 /// failed with; returns the outcome.
 fn complete_append(
     job: &ProduceJob,
-    invocation: crate::recorder::Invocation,
+    invocation: workloads::recorder::Invocation,
     key: &str,
     value: i64,
     result: Result<i64, (Outcome, String)>,

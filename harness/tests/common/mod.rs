@@ -2,9 +2,9 @@
 //! what a run may leave behind on the host. Each test binary uses some of them.
 #![allow(dead_code)]
 
-use harness::backend::netns::TEST_RANGE;
-use harness::backend::state::{self, ProcessRecord, STATE_DIR};
-use harness::backend::tools;
+use backend::netns::TEST_RANGE;
+use backend::state::{self, ProcessRecord, STATE_DIR};
+use backend::tools;
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Waiting on futures: with a time limit, all at once on the current task, and the
 //! first error of many outcomes.
 
-use crate::backend::BackendError;
+use crate::BackendError;
 use std::time::Duration;
 
 /// `future`, or a [`BackendError::Setup`] after `limit`.

@@ -111,7 +111,7 @@ async fn append(
 }
 
 /// What one read asks for.
-pub(crate) struct ReadSpec {
+pub struct ReadSpec {
     pub partition: u32,
     pub offset: i64,
     pub max: u32,
@@ -120,7 +120,7 @@ pub(crate) struct ReadSpec {
 }
 
 /// What an ok read returned, beyond its records (which went into the history).
-pub(crate) struct ReadSummary {
+pub struct ReadSummary {
     /// One past the highest offset returned, or the offset read from if none.
     pub end: i64,
     pub records: u64,
@@ -130,7 +130,7 @@ pub(crate) struct ReadSummary {
 }
 
 /// Performs and records one read; what it returned, or the error it was recorded with.
-pub(crate) async fn read(
+pub async fn read(
     client: &mut BrokerClient,
     recorder: &Recorder,
     process: u64,

@@ -2,8 +2,8 @@
 //! `vagrant ssh-config`, and the checks every host passes (no value ssh could read as an
 //! option, no label or address twice).
 
-use crate::backend::tools::{self, display_command};
-use crate::backend::BackendError;
+use crate::tools::{self, display_command};
+use crate::BackendError;
 use std::path::{Path, PathBuf};
 
 /// One host of a nodes file or of `vagrant ssh-config`.

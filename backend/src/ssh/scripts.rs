@@ -241,8 +241,8 @@ pub(super) const REQUIRED_TOOLS: [(&str, &str); 10] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::ssh::quote::{split_exit_marker, with_prelude};
-    use crate::backend::state;
+    use crate::ssh::quote::{split_exit_marker, with_prelude};
+    use crate::state;
     use std::io::Write;
     use std::process::{Command, Stdio as StdStdio};
     use std::time::{Duration, Instant};

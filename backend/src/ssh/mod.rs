@@ -124,9 +124,9 @@ mod wait;
 pub use hosts::{parse_nodes_file, parse_vagrant_ssh_config, vagrant_hosts, Host};
 pub use quote::{shell_command, shell_quote};
 
-use super::state;
-use super::tools;
-use super::{Backend, BackendError, BoxFuture, Cut, ExecOutput, Signal};
+use crate::state;
+use crate::tools;
+use crate::{Backend, BackendError, BoxFuture, Cut, ExecOutput, Signal};
 use hosts::check_host;
 use quote::check_remote_dir;
 use session::{lock, HostConn, Inner, Run, LIVE};

@@ -5,8 +5,8 @@
 use super::scripts::{KILL_ALL, REMOVE_CHAIN};
 use super::session::{lock, ssh_error, Daemon, HostConn, Inner, LIVE, STEP_TIMEOUT};
 use super::wait::{join_all, timed};
-use crate::backend::tools::{self, display_command};
-use crate::backend::BackendError;
+use crate::tools::{self, display_command};
+use crate::BackendError;
 use std::sync::Arc;
 
 impl Inner {

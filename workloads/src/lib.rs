@@ -19,14 +19,16 @@
 //! rather than being left open.
 
 pub mod client;
+pub mod generator;
 pub(crate) mod http1;
 pub mod log;
+pub mod recorder;
 pub mod register;
 
-use crate::generator::{Generator, GeneratorError, GeneratorOptions, Pacer, WorkerOps};
-use crate::recorder::{Recorder, RecorderError};
 use client::BrokerClient;
+use generator::{Generator, GeneratorError, GeneratorOptions, Pacer, WorkerOps};
 use history::Outcome;
+use recorder::{Recorder, RecorderError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -136,7 +138,7 @@ impl Target {
         )
     }
 
-    pub(crate) fn node_name(&self, node: usize) -> &str {
+    pub fn node_name(&self, node: usize) -> &str {
         self.nodes.get(node).map_or("", |n| n.name.as_str())
     }
 }
@@ -567,6 +569,23 @@ pub(crate) async fn backoff(attempt: u32, deadline: Instant) {
         .min(Duration::from_secs(1))
         .min(deadline.saturating_duration_since(Instant::now()));
     tokio::time::sleep(delay).await;
+}
+
+/// An error and its sources on one line, each cause once (`reqwest` and `std::io` keep
+/// the reason, e.g. a timeout or a refused connection, in the sources; an error's own
+/// message is often only the outermost).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

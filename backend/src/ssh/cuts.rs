@@ -4,9 +4,9 @@
 use super::quote::shell_command;
 use super::session::Inner;
 use super::wait::{first_error, join_all};
-use crate::backend::netns::{self, CutRule, RuleVerb};
-use crate::backend::tools::display_command;
-use crate::backend::{BackendError, Cut};
+use crate::netns::{self, CutRule, RuleVerb};
+use crate::tools::display_command;
+use crate::{BackendError, Cut};
 use std::collections::BTreeMap;
 
 impl Inner {

@@ -48,12 +48,12 @@
 //! [`teardown_all`] from the runner's own handler) for Ctrl-C and SIGTERM, and
 //! [`clean_leftovers`] (`harness clean`) removes what a killed harness left.
 
-use super::state::{
+use crate::state::{
     self, claim_path, is_prefix, prefix_of, DaemonRecord, NodeRecord, ProcessRecord, RunState,
     STATE_DIR, STATE_VERSION,
 };
-use super::tools::{self, display_command, find_binary, run};
-use super::{Backend, BackendError, BoxFuture, Cut, ExecOutput, Signal};
+use crate::tools::{self, display_command, find_binary, run};
+use crate::{Backend, BackendError, BoxFuture, Cut, ExecOutput, Signal};
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};

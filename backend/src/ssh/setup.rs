@@ -9,8 +9,8 @@ use super::hosts::Host;
 use super::scripts::{ADDRESSES, INSTALL, MAKE_RUN_DIR, PROBE, REQUIRED_TOOLS};
 use super::session::{lock, Facts, HostConn, Inner, STEP_TIMEOUT};
 use super::wait::{first_error, join_all, timed};
-use crate::backend::tools;
-use crate::backend::BackendError;
+use crate::tools;
+use crate::BackendError;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 

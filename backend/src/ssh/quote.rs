@@ -4,8 +4,8 @@
 //! that refuse an argument or a path that could not reach the host intact.
 
 use super::scripts::{EXIT_MARKER, PATH_PRELUDE, PROC_FUNCTIONS};
-use crate::backend::tools::display_command;
-use crate::backend::BackendError;
+use crate::tools::display_command;
+use crate::BackendError;
 use std::path::Path;
 
 /// Whether `arg` needs no quotes: characters no POSIX shell treats specially in a word
@@ -130,7 +130,7 @@ pub(super) fn check_remote_dir(dir: &Path) -> Result<String, BackendError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::tools;
+    use crate::tools;
     use std::process::{Command, Stdio as StdStdio};
 
     /// Arguments no shell may interpret.

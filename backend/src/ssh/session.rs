@@ -7,8 +7,8 @@ use super::hosts::Host;
 use super::quote::{check_argv, remote_line, split_exit_marker, with_prelude};
 use super::scripts::WATCHDOG;
 use super::{HostKeyPolicy, SshOptions};
-use crate::backend::tools::display_command;
-use crate::backend::{BackendError, ExecOutput};
+use crate::tools::display_command;
+use crate::{BackendError, ExecOutput};
 use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
 use std::net::Ipv4Addr;
 use std::os::fd::OwnedFd;
@@ -123,7 +123,16 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The openssh error with its causes (ssh's own message is in a source).
 pub(super) fn ssh_error(error: &openssh::Error) -> String {
-    crate::error_chain(error)
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text = format!("{text}: {cause_text}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 impl Inner {

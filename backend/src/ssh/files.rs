@@ -5,8 +5,8 @@
 use super::quote::{parent_arg, path_arg, with_prelude};
 use super::scripts::{UPLOAD_DIR, UPLOAD_FILE, WATCHDOG};
 use super::session::{Call, Inner, Stdin, Stdout};
-use crate::backend::tools::{self, display_command};
-use crate::backend::BackendError;
+use crate::tools::{self, display_command};
+use crate::BackendError;
 use std::path::{Path, PathBuf};
 
 impl Inner {

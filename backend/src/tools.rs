@@ -5,7 +5,7 @@
 //! Commands are always given as argv (no shell), resolved to absolute paths so that a
 //! `PATH` without `/usr/sbin` still finds `ip` and `iptables`.
 
-use super::{BackendError, ExecOutput};
+use crate::{BackendError, ExecOutput};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -403,7 +403,7 @@ mod tests {
             }
             assert!(std::time::Instant::now() < deadline, "no pid written");
         };
-        let identity = crate::backend::state::ProcessRecord::of(pid).expect("sleep is running");
+        let identity = crate::state::ProcessRecord::of(pid).expect("sleep is running");
         assert!(identity.is_alive());
         drop(command);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

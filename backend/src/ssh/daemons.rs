@@ -4,8 +4,8 @@
 use super::quote::{check_argv, parent_arg, path_arg};
 use super::scripts::{CHECK, SPAWN};
 use super::session::{lock, Daemon, Inner};
-use crate::backend::tools::display_command;
-use crate::backend::{BackendError, Signal};
+use crate::tools::display_command;
+use crate::{BackendError, Signal};
 use std::path::Path;
 
 impl Inner {

@@ -13,7 +13,7 @@
 //!   creates is named `<prefix>-...`; [`is_prefix`] and [`prefix_of`] are what teardown and
 //!   clean check before removing anything.
 
-use super::BackendError;
+use crate::BackendError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
