@@ -1,7 +1,7 @@
 //! HTML reports of a run folder (DESIGN.md §6), self-contained (inline SVG, CSS and JS,
 //! no network fetch), every text escaped (maud):
 //!
-//! - [`assets`]: the pages' scripts and stylesheets, files under `report/assets/`
+//! - `assets` (private): the pages' scripts and stylesheets, files under `report/assets/`
 //!   compiled in and inlined into each page.
 //! - [`run`]: what a run folder holds (`test.json`, `history.jsonl`, `results.json`,
 //!   `stats.json`, `expectation.json`, `nodes/<n>/`), loaded once.
