@@ -16,6 +16,7 @@ use std::path::Path;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
 
+use crate::assets;
 use crate::ReportError;
 
 /// A run's overall verdict; `None` when there is no (readable) `results.json` yet.
@@ -265,61 +266,6 @@ fn display_time(time: &str) -> String {
     }
 }
 
-const STYLE: &str = r#"
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.4em; margin: 0 0 .3em; }
-.summary { color: #555; margin-bottom: 1em; }
-.filters { margin-bottom: .8em; display: flex; gap: .8em; align-items: center; }
-.filters input { width: 24em; padding: .25em .4em; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid #ddd; vertical-align: top; }
-th { background: #f4f4f4; position: sticky; top: 0; }
-tr:hover td { background: #fafafa; }
-.verdict { font-weight: 600; }
-.valid { color: #1a7f37; }
-.invalid { color: #cf222e; }
-.unknown { color: #d4700a; }
-.none { color: #777; }
-.problem, .sub { color: #777; font-size: .9em; }
-.links a, .links span { margin-right: .6em; }
-.links span { color: #aaa; }
-code { font-size: .9em; }
-.anomaly { white-space: nowrap; }
-"#;
-
-/// Filters rows by text and verdict; reports script errors in `data-script-errors`
-/// (`"0"` once initialised without error) for a headless-browser test.
-const SCRIPT: &str = r##"
-(function () {
-  var errors = 0;
-  window.onerror = function () {
-    errors += 1;
-    document.body.dataset.scriptErrors = String(errors);
-  };
-  var text = document.getElementById("filter-text");
-  var verdict = document.getElementById("filter-verdict");
-  var shown = document.getElementById("shown");
-  var rows = Array.prototype.slice.call(document.querySelectorAll("#runs tbody tr"));
-  var haystacks = rows.map(function (row) { return row.textContent.toLowerCase(); });
-  function apply() {
-    var needle = text.value.trim().toLowerCase();
-    var want = verdict.value;
-    var count = 0;
-    rows.forEach(function (row, i) {
-      var ok = (want === "" || row.dataset.verdict === want) &&
-        (needle === "" || haystacks[i].indexOf(needle) >= 0);
-      row.hidden = !ok;
-      if (ok) { count += 1; }
-    });
-    shown.textContent = String(count);
-  }
-  text.addEventListener("input", apply);
-  verdict.addEventListener("change", apply);
-  apply();
-  document.body.dataset.scriptErrors = String(errors);
-})();
-"##;
-
 /// The index page of `store` listing `runs` (as [`scan`] returns them, newest first).
 pub fn render(store: &Path, runs: &[RunSummary]) -> String {
     let tally = |v: RunVerdict| runs.iter().filter(|r| r.verdict == v).count();
@@ -330,7 +276,7 @@ pub fn render(store: &Path, runs: &[RunSummary]) -> String {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { "Runs in " (store.display()) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(assets::INDEX_CSS)) }
             }
             body {
                 h1 { "Runs in " code { (store.display()) } }
@@ -362,7 +308,7 @@ pub fn render(store: &Path, runs: &[RunSummary]) -> String {
                 @if runs.is_empty() {
                     p.problem { "No run folders (" code { "<name>/<time>/" } " with test.json or history.jsonl) in this store." }
                 }
-                script { (PreEscaped(SCRIPT)) }
+                script { (PreEscaped(assets::INDEX_JS)) }
             }
         }
     };
@@ -433,7 +379,7 @@ pub fn render_listing(path: &str, entries: &[ListingEntry]) -> String {
             head {
                 meta charset="utf-8";
                 title { "/" (path) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(assets::INDEX_CSS)) }
             }
             body {
                 h1 { code { "/" (path) } }

@@ -1,6 +1,8 @@
 //! HTML reports of a run folder (DESIGN.md §6), self-contained (inline SVG, CSS and JS,
 //! no network fetch), every text escaped (maud):
 //!
+//! - `assets` (private): the pages' scripts and stylesheets, files under `report/assets/`
+//!   compiled in and inlined into each page.
 //! - [`run`]: what a run folder holds (`test.json`, `history.jsonl`, `results.json`,
 //!   `stats.json`, `expectation.json`, `nodes/<n>/`), loaded once.
 //! - [`plots`]: SVG latency and throughput over time, fault periods shaded in their
@@ -18,6 +20,7 @@
 //!   verdict, new failures first, the anomaly kinds and, for `--detect`, the time random
 //!   faults took to find each bug switch; and `junit.xml` for CI systems.
 
+mod assets;
 pub mod index;
 pub mod linear;
 pub mod nightly;
@@ -27,14 +30,6 @@ pub mod run;
 pub mod timeline;
 
 use std::path::{Path, PathBuf};
-
-/// Records script errors on `<body>` for the browser test: `data-script-errors` is
-/// `"<count>: <messages>"` after an error, and `"0"` once loaded without one. Every page
-/// but the timeline (which has its own init) starts its body with it.
-pub(crate) const SCRIPT_ERROR_HOOK: &str = "(function(){var e=[];\
-window.onerror=function(m,s,l,c){e.push(String(m)+' ('+l+':'+c+')');\
-if(document.body){document.body.dataset.scriptErrors=e.length+': '+e.join('; ');}};\
-window.addEventListener('load',function(){if(e.length===0){document.body.dataset.scriptErrors='0';}});})();";
 
 /// Percent-encodes `text` for a URL path or fragment: everything but unreserved
 /// characters and `/`, so no name can become a scheme, query or fragment.

@@ -677,22 +677,6 @@ fn fit(label: &str, width: f64) -> Option<String> {
     (room >= 2.0).then(|| shorten(label, room as usize))
 }
 
-const STYLE: &str = "\
-svg.linear-failure{font-family:sans-serif;font-size:11px;background:#fff}\
-svg.linear-failure .lf-op rect{fill:#eeeeee;stroke:#8c8c8c}\
-svg.linear-failure .lf-prefix rect{fill:#d8e7f6;stroke:#2f6aa8}\
-svg.linear-failure .lf-unplaced rect{fill:#fbd3d3;stroke:#d62728;stroke-width:2}\
-svg.linear-failure .lf-unplaced text{fill:#a11b1b;font-weight:bold}\
-svg.linear-failure .lf-open rect{stroke-dasharray:4 3}\
-svg.linear-failure a.op-link:hover rect{stroke-width:2.5}\
-svg.linear-failure .lf-proc{fill:#444}\
-svg.linear-failure .lf-order{fill:#1f4f82;font-size:10px;text-anchor:middle}\
-svg.linear-failure .lf-line{fill:none;stroke:#1f77b4;stroke-width:1.5;opacity:0.8}\
-svg.linear-failure .lf-point{fill:#1f77b4}\
-svg.linear-failure .lf-stuck{stroke:#d62728;stroke-width:2;fill:none}\
-svg.linear-failure .lf-axis{stroke:#888;fill:none}\
-svg.linear-failure .lf-axis-text{fill:#555;font-size:10px}";
-
 /// A linearization point: where an op of the prefix (or, last, the op that could not be
 /// placed) is drawn taking effect.
 #[derive(Debug, Clone, Copy)]
@@ -862,7 +846,7 @@ fn render(history: &History, scene: &Scene, prefix_len: usize) -> Markup {
     html! {
         svg class="linear-failure" xmlns="http://www.w3.org/2000/svg" width=(width)
             height=(height) viewBox={"0 0 " (width) " " (height)} {
-            style { (STYLE) }
+            style { (crate::assets::LINEAR_CSS) }
             @for (row, (process, first)) in scene.rows.iter().enumerate() {
                 @if *first {
                     text class="lf-proc" x=(LEFT - 6.0) y=(label_y(row)) text-anchor="end" {

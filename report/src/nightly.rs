@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
+use crate::assets;
+
 /// Where a run came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -408,27 +410,6 @@ fn row_href(id: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // summary.html
 
-const STYLE: &str = "\
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1400px;padding:0 16px 40px;color:#222;line-height:1.4}\
-h1{font-size:1.5em;margin:18px 0 4px}h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ddd}\
-h3{font-size:1.05em;margin:16px 0 6px}\
-.verdict{padding:12px 16px;border-radius:6px;color:#fff;margin:12px 0}\
-.verdict .word{font-size:1.6em;font-weight:700;text-transform:uppercase;margin-right:12px}\
-.verdict.fail{background:#c62828}.verdict.pass{background:#2e8b3a}\
-.verdict .count{margin-right:12px;white-space:nowrap}\
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}\
-th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
-td code{word-break:break-all}td code.id{word-break:normal;white-space:nowrap}.facts th{width:8em}\
-.muted,.sub{color:#666}.sub{font-size:.9em}.err{color:#c62828;font-size:.9em}\
-.badge{display:inline-block;font-size:.85em;border-radius:3px;padding:0 6px;white-space:nowrap;color:#fff}\
-.badge.new-failure{background:#c62828}.badge.still-failing{background:#8e2424}\
-.badge.unknown{background:#e07b00}.badge.fixed{background:#2e8b3a}.badge.passing{background:#9aa59c}\
-.status{font-weight:600}.status.fail,.status.error{color:#c62828}.status.unknown{color:#e07b00}.status.pass{color:#2e8b3a}\
-tr.new-failure td{background:#fdecec}tr.still-failing td{background:#f8f0f0}\
-.anomaly{white-space:nowrap}.links a,.links span{margin-right:.6em}.links span{color:#aaa}\
-.slow{color:#c62828;font-weight:600}\
-";
-
 /// `summary.html`, written into `dir` (the night's folder: links to run folders are made
 /// relative to it). `previous` is the folder name of the night compared with, if any.
 ///
@@ -449,10 +430,10 @@ pub fn render_html(
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (verdict) " · " (title(summary)) " " (summary.started) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(assets::BASE_CSS)) (PreEscaped(assets::NIGHTLY_CSS)) }
             }
             body {
-                script { (PreEscaped(crate::SCRIPT_ERROR_HOOK)) }
+                script { (PreEscaped(assets::ONERROR_JS)) }
                 (header(summary, &changes, previous, verdict))
                 // A detection night is read for its time-to-detect table first.
                 @if summary.mode == "detect" && !summary.detect.is_empty() {
@@ -1401,7 +1382,10 @@ mod tests {
         assert!(page.contains("expectation: expected invalid &lt;lost-write&gt;"));
         assert!(page.contains("cluster did not start"));
         assert!(page.contains("<code>harness test --seed 7 --workload new-key</code>"));
-        assert!(page.contains("dataset.scriptErrors='0'"));
+        assert!(
+            page.contains(crate::assets::ONERROR_JS),
+            "the error hook is inlined"
+        );
         assert!(!page.contains("http://") && !page.contains("https://"));
     }
 

@@ -1,5 +1,5 @@
-//! `report.html`: one self-contained page per run (inline CSS and SVG, a one-line
-//! script), every text escaped by maud. In order: the verdict banner with the anomaly
+//! `report.html`: one self-contained page per run (inline CSS and SVG, the error-hook
+//! script; both from `report/assets/`), every text escaped by maud. In order: the verdict banner with the anomaly
 //! counts; the run (scenario and expectation for repro runs, the reproducing command,
 //! the options and seed); each anomaly with its explanation and links to the ops that
 //! show it in `timeline.html`; the linearizability failure drawn; latency and throughput
@@ -16,6 +16,7 @@ use checkers::Verdict;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
 
+use crate::assets;
 use crate::plots;
 use crate::run::{self, RunData};
 
@@ -25,28 +26,6 @@ pub const MAX_LISTED_PER_KIND: usize = 100;
 const MAX_PARTITIONS: usize = 1000;
 /// Longest JSON value shown in a table cell, in characters.
 const MAX_CELL: usize = 400;
-
-const STYLE: &str = "\
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1000px;padding:0 16px 40px;color:#222;line-height:1.4}\
-h1{font-size:1.5em;margin:18px 0 4px}h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ddd}\
-h3{font-size:1.05em;margin:16px 0 6px}\
-.verdict{padding:12px 16px;border-radius:6px;color:#fff;margin:12px 0}\
-.verdict .word{font-size:1.6em;font-weight:700;text-transform:uppercase;margin-right:12px}\
-.verdict.valid{background:#2e8b3a}.verdict.invalid{background:#c62828}.verdict.unknown{background:#e07b00}\
-.verdict ul{margin:6px 0 0;padding-left:20px}\
-.warning{background:#fff4e0;border:1px solid #e0a040;padding:8px 12px;border-radius:4px;margin:10px 0}\
-.met{color:#2e8b3a;font-weight:700}.unmet{color:#c62828;font-weight:700}\
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}\
-th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}\
-td code,li code{word-break:break-all}\
-pre{background:#f6f6f6;padding:8px 10px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\
-.anomaly{margin:4px 0}.anomaly .ops a{margin-right:6px}.muted{color:#777}\
-.badge{font-size:.8em;background:#eee;border-radius:3px;padding:0 5px;margin-left:6px;color:#555}\
-figure{margin:10px 0}figcaption{font-size:.9em;color:#555}\
-svg.plot{max-width:100%;height:auto;font-size:11px;font-family:inherit;background:#fff}\
-.legend{font-size:.85em;margin:4px 0 10px}.legend .key{margin-right:14px;white-space:nowrap}\
-.swatch,.dot{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle}.dot{width:9px;height:9px;border-radius:50%}\
-";
 
 /// The whole `report.html`.
 pub fn render(data: &RunData) -> String {
@@ -60,10 +39,10 @@ pub fn render(data: &RunData) -> String {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (verdict_name) " · " (name) " · report" }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(assets::BASE_CSS)) (PreEscaped(assets::PAGE_CSS)) }
             }
             body {
-                script { (PreEscaped(crate::SCRIPT_ERROR_HOOK)) }
+                script { (PreEscaped(assets::ONERROR_JS)) }
                 h1 { (name) }
                 p.muted {
                     @if let Some(started) = data.test.get("started").and_then(Value::as_str) { "started " (started) " · " }
