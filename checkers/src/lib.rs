@@ -14,5 +14,5 @@ pub mod log;
 pub mod results;
 pub mod verdict;
 
-pub use results::{CheckerResult, Results};
+pub use results::{Anomaly, AnomalyCount, CheckerResult, Results};
 pub use verdict::Verdict;

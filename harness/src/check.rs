@@ -5,7 +5,7 @@
 //! parallel. Exit code: 0 all valid, 1 any invalid, 2 any unknown (none invalid), 3 when a
 //! file could not be read or checked at all.
 
-use crate::cli::CheckArgs;
+use clap::Args;
 use anyhow::{bail, Context, Result};
 use checkers::linear::{check_linearizable, LinearOptions, LinearReport, ModelKind};
 use checkers::log::{check_log, AnomalyKind, LogReport};
@@ -17,6 +17,55 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// History files, or run folders holding `history.jsonl` (results are then written
+    /// to the folder's `results.json`).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Input format; guessed from each file when not given.
+    #[arg(long, value_name = "jsonl|jepsen-edn|porcupine-etcd|porcupine-kv", value_parser = parse_format)]
+    pub format: Option<Format>,
+
+    /// What to check against; guessed from the format and the ops' functions when not given.
+    #[arg(
+        long,
+        value_name = "log|register|cas-register|multi-register|etcd|kv",
+        value_parser = parse_model
+    )]
+    pub model: Option<CheckModel>,
+
+    /// The history is a Jepsen `independent` one: every client op's value is a
+    /// `[key value]` tuple; check each key on its own.
+    #[arg(long)]
+    pub independent: bool,
+
+    /// The model's initial value as JSON, e.g. `0`, `null`, `{"x":0,"y":0}`.
+    #[arg(long, value_name = "JSON")]
+    pub init: Option<String>,
+
+    /// Give up with `unknown` after this many seconds per file (linearizability search).
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub time_limit: f64,
+
+    /// Give up with `unknown` when the search's memory estimate passes this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 4096)]
+    pub memory_limit: usize,
+
+    /// Also write the full results as JSON to this file.
+    #[arg(long, value_name = "OUT")]
+    pub json: Option<PathBuf>,
+}
+
+pub(crate) fn parse_format(name: &str) -> Result<Format, String> {
+    name.parse()
+}
+
+fn parse_model(name: &str) -> Result<CheckModel, String> {
+    CheckModel::parse(name).map_err(|e| e.to_string())
+}
 
 /// What a history is judged against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -163,6 +163,15 @@ pub fn build_broker() -> Result<PathBuf, ClusterError> {
     })
 }
 
+/// Checks `--broker-config` settings without starting anything.
+pub fn validate_settings(settings: &[String]) -> Result<(), ClusterError> {
+    let mut table = toml::Table::new();
+    for setting in settings {
+        apply_setting(&mut table, setting)?;
+    }
+    Ok(())
+}
+
 /// One `--broker-config KEY=VALUE` applied to a node.toml table. The value is read as
 /// TOML (`3000`, `true`, `"os_only"`, `[1, 2]`) and, failing that, as a string.
 pub fn apply_setting(table: &mut toml::Table, setting: &str) -> Result<(), ClusterError> {

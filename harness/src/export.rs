@@ -2,10 +2,28 @@
 //! Elle can judge our runs too.
 
 use crate::check::history_path;
-use crate::cli::ExportArgs;
+use crate::check::parse_format;
+use clap::Args;
+use history::Format;
+use std::path::PathBuf;
 use anyhow::{Context, Result};
 use history::{jepsen, read_history};
 use std::io::Write;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A history file, or a run folder holding `history.jsonl`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Input format; guessed from the file when not given.
+    #[arg(long, value_name = "jsonl|jepsen-edn|porcupine-etcd|porcupine-kv", value_parser = parse_format)]
+    pub format: Option<Format>,
+
+    /// Where to write the EDN (default: standard output).
+    #[arg(long, short, value_name = "OUT")]
+    pub out: Option<PathBuf>,
+}
 
 /// Runs `harness export`; returns the exit code.
 pub fn run(args: &ExportArgs) -> Result<i32> {

@@ -16,7 +16,7 @@
 //! Architecture invariant: no shell. Commands on the nodes are argv lists; values never
 //! become part of a command string.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,7 +24,6 @@ use nemesis::{
     AdminAction, BoxFuture, ClusterControl, ControlError, Grudge, Journal, JournalError, Ports,
     Roles,
 };
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::cluster::{Cluster, ClusterError, METADATA_PORT, REPLICATION_PORT};
@@ -505,48 +504,7 @@ impl ClusterFaults {
     }
 }
 
-/// What the nemesis did, by `f`: the one-line summary of a test and its `stats.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct NemesisTally {
-    /// Completed operations by `f` (the final heal's included).
-    pub by_f: BTreeMap<String, u64>,
-    /// Those that completed with an error, by `f`.
-    pub errors: BTreeMap<String, u64>,
-    /// Operations invoked and never completed (the run ended in between).
-    pub open: u64,
-}
-
-impl NemesisTally {
-    pub fn total(&self) -> u64 {
-        self.by_f.values().sum()
-    }
-
-    /// `nemesis: 14 ops (kill 2, start 2, ...); 1 error (reassign 1)`.
-    pub fn summary_line(&self) -> String {
-        let list = |counts: &BTreeMap<String, u64>| {
-            counts
-                .iter()
-                .map(|(f, n)| format!("{f} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let total = self.total();
-        let mut line = format!("nemesis: {total} ops");
-        if total > 0 {
-            line.push_str(&format!(" ({})", list(&self.by_f)));
-        }
-        let errors: u64 = self.errors.values().sum();
-        match errors {
-            0 => line.push_str("; no errors"),
-            1 => line.push_str(&format!("; 1 error ({})", list(&self.errors))),
-            n => line.push_str(&format!("; {n} errors ({})", list(&self.errors))),
-        }
-        if self.open > 0 {
-            line.push_str(&format!("; {} never completed", self.open));
-        }
-        line
-    }
-}
+pub use store::NemesisTally;
 
 /// The history as the nemesis writes it: `nemesis` info entries of the [`Recorder`].
 /// A token is the index of the invoke entry; it also keeps the [`NemesisTally`].

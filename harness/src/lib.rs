@@ -1,6 +1,8 @@
 //! The harness: a thin command line over the library crates.
 //!
-//! - [`cli`]: the command line as plain data.
+//! - [`cli`]: the command line (each command's options live in its own module;
+//!   [`options`] holds `harness test`'s, turned into a [`store::TestSpec`]).
+//! - [`lifecycle`]: one test start to verdict, for every kind of test.
 //! - [`check`]: `harness check`, offline checking of stored histories.
 //! - [`export`]: `harness export`, a history as Jepsen EDN for Knossos/Elle.
 //! - [`clean`]: `harness clean`, removing what crashed runs left behind.
@@ -22,7 +24,9 @@ pub mod cli;
 pub mod cluster;
 pub mod export;
 pub mod faults;
+pub mod lifecycle;
 pub mod nightly;
+pub mod options;
 pub mod report_cmd;
 pub mod repro;
 pub mod scenario;

@@ -31,7 +31,9 @@ fn main() {
         Command::Check(args) => harness::check::run(&args),
         Command::Export(args) => harness::export::run(&args),
         Command::Clean => harness::clean::run(),
-        Command::Test(args) => harness::test_run::run(&args),
+        Command::Test(args) => args
+            .to_spec()
+            .and_then(|spec| harness::test_run::run(&spec)),
         Command::Repro(args) => harness::repro::run(&args),
         Command::Report(args) => harness::report_cmd::run(&args),
         Command::Serve(args) => harness::serve::run(&args),

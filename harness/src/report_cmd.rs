@@ -7,7 +7,15 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 
-use crate::cli::ReportArgs;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run folder (`store/<name>/<time>`, or a `latest` link).
+    #[arg(value_name = "RUN")]
+    pub run: PathBuf,
+}
 
 pub fn run(args: &ReportArgs) -> Result<i32> {
     let began = Instant::now();

@@ -7,10 +7,50 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::cli::ReproArgs;
+use clap::Args;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
 use crate::test_run::broker_binary;
+
+#[derive(Debug, Args)]
+pub struct ReproArgs {
+    /// The scenario: a name in the scenarios folder (`KAFKA-7128`) or a `.toml` file.
+    #[arg(
+        value_name = "NAME",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub name: Option<String>,
+
+    /// Turn the scenario's bug switch on (expect the checkers to catch the bug);
+    /// without it the fix is on and the verdict must be valid.
+    #[arg(long)]
+    pub buggy: bool,
+
+    /// Play every scenario in both modes and print a table.
+    #[arg(long, conflicts_with = "buggy")]
+    pub all: bool,
+
+    /// With --all: also write the table as JSON to this file.
+    #[arg(long, value_name = "OUT", requires = "all")]
+    pub json: Option<PathBuf>,
+
+    /// Only read and validate the scenario file(s); start nothing.
+    #[arg(long)]
+    pub check: bool,
+
+    /// Where scenario files are (default: `scenarios/` of this workspace).
+    #[arg(long, value_name = "DIR")]
+    pub scenarios: Option<PathBuf>,
+
+    /// Where runs are stored: `<store>/<scenario>-<mode>/<time>/`.
+    #[arg(long, default_value = "store", value_name = "DIR")]
+    pub store: PathBuf,
+
+    /// A broker binary to run instead of building this workspace's (with failpoints).
+    #[arg(long, value_name = "PATH")]
+    pub broker_bin: Option<PathBuf>,
+}
 
 /// Runs `harness repro`; returns the exit code: 0 when every expectation held, 1 when
 /// one did not.

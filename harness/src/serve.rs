@@ -18,7 +18,22 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::cli::ServeArgs;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The store to serve.
+    #[arg(long, default_value = "store", value_name = "DIR")]
+    pub store: PathBuf,
+
+    /// The port to listen on.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+
+    /// The address to bind (loopback unless asked otherwise).
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub bind: std::net::IpAddr,
+}
 
 pub fn run(args: &ServeArgs) -> Result<i32> {
     let store = args

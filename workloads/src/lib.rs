@@ -18,6 +18,7 @@
 //! within about that long, each in-flight operation completing as `ok`, `fail` or `info`
 //! rather than being left open.
 
+pub mod availability;
 pub mod client;
 pub mod generator;
 pub(crate) mod http1;
@@ -159,6 +160,25 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Log => "log",
             WorkloadKind::Register => "register",
+        }
+    }
+}
+
+/// What judges a workload's history: a Jepsen workload is a generator plus a checker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checker {
+    /// The log checker (`checkers::log`): lost writes, ordering, offsets.
+    Log,
+    /// The linearizability checker with this model.
+    Linearizable(checkers::linear::ModelKind),
+}
+
+impl WorkloadKind {
+    /// The checker of this workload's histories.
+    pub fn checker(self) -> Checker {
+        match self {
+            WorkloadKind::Log => Checker::Log,
+            WorkloadKind::Register => Checker::Linearizable(checkers::linear::ModelKind::Register),
         }
     }
 }

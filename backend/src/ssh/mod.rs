@@ -143,8 +143,9 @@ pub const DEFAULT_REMOTE_DIR: &str = "/var/tmp/harness";
 /// teardown may add one more).
 pub const CHANNELS_PER_HOST: usize = 8;
 
-/// How ssh treats host keys it does not know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How ssh treats host keys it does not know (`--ssh-host-keys strict|accept-new|off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum HostKeyPolicy {
     /// Only hosts already in known_hosts (`StrictHostKeyChecking=yes`).
     Strict,
@@ -152,6 +153,34 @@ pub enum HostKeyPolicy {
     AcceptNew,
     /// No checking at all (`StrictHostKeyChecking=no`), as vagrant's own config does.
     Off,
+}
+
+impl HostKeyPolicy {
+    pub const ALL: [HostKeyPolicy; 3] = [
+        HostKeyPolicy::Strict,
+        HostKeyPolicy::AcceptNew,
+        HostKeyPolicy::Off,
+    ];
+
+    /// The name `--ssh-host-keys` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostKeyPolicy::Strict => "strict",
+            HostKeyPolicy::AcceptNew => "accept-new",
+            HostKeyPolicy::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for HostKeyPolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        HostKeyPolicy::ALL
+            .into_iter()
+            .find(|policy| policy.name() == text)
+            .ok_or_else(|| format!("{text:?}: one of strict, accept-new, off"))
+    }
 }
 
 /// Everything the ssh backend needs to reach its hosts.

@@ -1,0 +1,395 @@
+//! One test, start to verdict, for every kind of test (`harness test`, `harness repro`,
+//! and each run of `harness nightly`): the phases as named steps, teardown in one place.
+//!
+//! run folder and `test.json` → nodes (backend) → cluster → the test's own [`Phases`]
+//! (start the brokers, operations and faults, heal, availability probe, final reads) →
+//! brokers stopped and their logs collected → nodes torn down → `stats.json` → check →
+//! `results.json` → the expectation (scenarios) → the pages → `latest` links.
+//!
+//! Whatever happens, the brokers are stopped and the nodes torn down before an error
+//! returns (and on Ctrl-C: the backends' signal handler), so nothing is left on the host.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use backend::netns::NetnsBackend;
+use backend::{ssh, Backend};
+use checkers::{Results, Verdict};
+use serde_json::{json, Value};
+use store::{
+    BackendSpec, Expectation, HostsSource, PartitionAvailability, RunFolder, RunStats,
+    ScenarioInfo, SshSpec, TestRecord, TestSpec,
+};
+use workloads::Checker;
+
+use crate::check::{self, CheckModel, CheckSettings, FileOutcome};
+use crate::cluster::{self, Cluster, ClusterSpec};
+
+/// The topic every workload test writes to.
+pub const TOPIC: &str = "jepsen";
+
+/// What differs between kinds of test: the nodes, the phases between a defined cluster
+/// and stopped brokers, and how the history is judged.
+pub trait Phases {
+    /// How many nodes the test needs.
+    fn nodes(&self) -> usize;
+
+    /// `KEY=VALUE` settings of single nodes, by node (applied after the common ones).
+    fn node_settings(&self) -> BTreeMap<String, Vec<String>> {
+        BTreeMap::new()
+    }
+
+    /// What `test.json` says of a scenario.
+    fn scenario(&self) -> Option<ScenarioInfo> {
+        None
+    }
+
+    /// The topic the test writes to.
+    fn topic(&self) -> String {
+        TOPIC.to_string()
+    }
+
+    /// The checker of the history and its bounds.
+    fn check_settings(&self) -> CheckSettings;
+
+    /// How long an availability probe waits for each partition.
+    fn availability_bound(&self) -> Duration;
+
+    /// How long the brokers get to stop on their own at the end.
+    fn stop_grace(&self) -> Duration;
+
+    /// Said once the run folder exists.
+    fn announce(&self, spec: &TestSpec, folder: &RunFolder);
+
+    /// Starts the brokers and does the test, recording into the folder's history; heals
+    /// what it broke. An `Err` is a failure of the harness or the cluster (no verdict).
+    async fn run(&self, cluster: &Arc<Cluster>, folder: &RunFolder) -> Result<Ran>;
+
+    /// Whether the test's expectation held (scenarios), written to `expectation.json`.
+    fn expect(&self, _verdict: &Judged<'_>) -> Option<Expectation> {
+        None
+    }
+}
+
+/// What the phases came to.
+#[derive(Debug, Default)]
+pub struct Ran {
+    pub stats: RunStats,
+    /// The steps could not play out as written (a scenario's; the history is still
+    /// complete and checked).
+    pub problem: Option<String>,
+}
+
+/// A judged run, as [`Phases::expect`] sees it.
+pub struct Judged<'a> {
+    pub folder: &'a RunFolder,
+    pub results: &'a Results,
+    pub anomalies: &'a BTreeMap<String, u64>,
+    pub problem: Option<&'a str>,
+    pub secs: f64,
+}
+
+/// A test that ran to its verdict.
+pub struct Finished {
+    pub folder: RunFolder,
+    pub checked: FileOutcome,
+    pub stats: RunStats,
+    pub anomalies: BTreeMap<String, u64>,
+    pub expectation: Option<Expectation>,
+    pub secs: f64,
+}
+
+impl Finished {
+    pub fn verdict(&self) -> Verdict {
+        self.checked.results.verdict
+    }
+}
+
+/// Runs one test of any kind; an `Err` names the run folder when there is one.
+pub async fn run<P: Phases>(spec: &TestSpec, phases: &P) -> Result<Finished> {
+    let began = Instant::now();
+    let broker_bin = broker_binary(spec.broker_bin.as_deref())?;
+    let folder = RunFolder::create(&spec.store, &spec.name)?;
+    run_in(spec, phases, &broker_bin, &folder, began)
+        .await
+        .with_context(|| format!("run {}", folder.dir().display()))
+}
+
+async fn run_in<P: Phases>(
+    spec: &TestSpec,
+    phases: &P,
+    broker_bin: &Path,
+    folder: &RunFolder,
+    began: Instant,
+) -> Result<Finished> {
+    write_record(spec, phases, broker_bin, folder)?;
+    phases.announce(spec, folder);
+    backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
+    let nodes = start_backend(&spec.backend, phases.nodes(), folder)
+        .await
+        .context("cannot set up the nodes")?;
+    let ran = run_on_nodes(spec, phases, broker_bin, folder, &nodes).await;
+    let teardown = nodes.backend.teardown().await;
+    let ran = ran?;
+    teardown.context("tearing down the nodes")?;
+    folder.write_stats(&ran.stats)?;
+    judge(spec, phases, folder, ran, began)
+}
+
+/// `test.json`: the spec, the command that runs it again, the broker that ran.
+fn write_record<P: Phases>(
+    spec: &TestSpec,
+    phases: &P,
+    broker_bin: &Path,
+    folder: &RunFolder,
+) -> Result<()> {
+    let record = TestRecord {
+        spec: spec.clone(),
+        command: spec.command_line(),
+        broker_bin: broker_bin.display().to_string(),
+        topic: phases.topic(),
+        started: chrono::Local::now().to_rfc3339(),
+        harness_version: env!("CARGO_PKG_VERSION").to_string(),
+        scenario: phases.scenario(),
+    };
+    Ok(folder.write_test(&record)?)
+}
+
+/// The cluster on the nodes, the test's phases, then the brokers stopped and their logs
+/// kept whatever happened.
+async fn run_on_nodes<P: Phases>(
+    spec: &TestSpec,
+    phases: &P,
+    broker_bin: &Path,
+    folder: &RunFolder,
+    nodes: &StartedBackend,
+) -> Result<Ran> {
+    let cluster_spec = ClusterSpec {
+        broker_bin: broker_bin.to_path_buf(),
+        bugs: spec.brokers.bugs.clone(),
+        settings: spec.brokers.config.clone(),
+        node_settings: phases.node_settings(),
+        root: nodes.root.clone(),
+        local_dir: folder.nodes(),
+        install_broker: nodes.install_broker,
+    };
+    let cluster = Arc::new(Cluster::new(Arc::clone(&nodes.backend), cluster_spec)?);
+    let ran = phases.run(&cluster, folder).await;
+    let stopped = cluster.stop(phases.stop_grace()).await;
+    for problem in cluster.collect_logs(&folder.nodes()).await {
+        eprintln!("warning: collecting logs: {problem}");
+    }
+    let ran = ran?;
+    stopped?;
+    Ok(ran)
+}
+
+/// Checks the history, adds the availability checker, writes `results.json`, the
+/// expectation and the pages, and points `latest` at the run.
+fn judge<P: Phases>(
+    spec: &TestSpec,
+    phases: &P,
+    folder: &RunFolder,
+    ran: Ran,
+    began: Instant,
+) -> Result<Finished> {
+    let mut checked = check::check_file(folder.dir(), &phases.check_settings())?;
+    if !ran.stats.availability.is_empty() {
+        add_availability(
+            &mut checked.results,
+            &ran.stats.availability,
+            phases.availability_bound(),
+        );
+    }
+    folder.write_results(&checked.results)?;
+    let anomalies = checked.results.counted_anomalies();
+    let secs = began.elapsed().as_secs_f64();
+    let expectation = phases.expect(&Judged {
+        folder,
+        results: &checked.results,
+        anomalies: &anomalies,
+        problem: ran.problem.as_deref(),
+        secs,
+    });
+    if let Some(expectation) = &expectation {
+        folder.write_expectation(expectation)?;
+    }
+    // A report problem must not cost the run its verdict: only a warning.
+    match report::write_run_reports(folder.dir()) {
+        Ok(written) => eprintln!("report: {}", written.report.display()),
+        Err(error) => eprintln!("warning: the report could not be written: {error}"),
+    }
+    for problem in folder.update_latest(&spec.store, &spec.name) {
+        eprintln!("warning: {problem}");
+    }
+    Ok(Finished {
+        folder: folder.clone(),
+        checked,
+        stats: ran.stats,
+        anomalies,
+        expectation,
+        secs,
+    })
+}
+
+/// The checker settings of a workload's own checker.
+pub fn check_settings_for(
+    checker: Checker,
+    time_limit: Duration,
+    memory_budget_bytes: usize,
+    threads: usize,
+) -> CheckSettings {
+    CheckSettings {
+        format: Some(history::Format::Jsonl),
+        model: Some(match checker {
+            Checker::Log => CheckModel::Log,
+            Checker::Linearizable(kind) => CheckModel::Linear(kind),
+        }),
+        init: None,
+        independent: false,
+        time_limit,
+        memory_budget_bytes,
+        threads,
+    }
+}
+
+/// The availability checker: `invalid` (`unavailable-after-heal`) if a partition
+/// accepted no write within the bound after the final heal.
+pub fn add_availability(
+    results: &mut Results,
+    availability: &[PartitionAvailability],
+    bound: Duration,
+) {
+    let unavailable: Vec<&PartitionAvailability> = availability
+        .iter()
+        .filter(|p| p.first_write_secs.is_none())
+        .collect();
+    let verdict = if unavailable.is_empty() {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    let anomalies: Vec<Value> = unavailable
+        .iter()
+        .map(|p| {
+            json!({
+                "kind": "unavailable-after-heal",
+                "partition": p.partition,
+                "explanation": format!(
+                    "partition {} accepted no acks=all write within {} s after the final heal (last error: {})",
+                    p.partition,
+                    bound.as_secs_f64(),
+                    p.last_error.as_deref().unwrap_or("none")
+                ),
+            })
+        })
+        .collect();
+    results.add(
+        "availability",
+        verdict,
+        &json!({
+            "bound_secs": bound.as_secs_f64(),
+            "partitions": availability,
+            "anomalies": anomalies,
+        }),
+    );
+}
+
+/// The broker to run: the one given (made absolute), or this workspace's, built with
+/// its failpoints.
+pub fn broker_binary(given: Option<&Path>) -> Result<PathBuf> {
+    match given {
+        Some(path) => {
+            if !path.is_file() {
+                bail!("--broker-bin {}: no such file", path.display());
+            }
+            path.canonicalize()
+                .with_context(|| format!("--broker-bin {}", path.display()))
+        }
+        None => {
+            eprintln!("building the broker (cargo build -p broker --features failpoints)...");
+            Ok(cluster::build_broker()?)
+        }
+    }
+}
+
+/// A seed for a test that was given none.
+pub fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut rng = checkers::log::simulate::SplitMix64::new(nanos ^ u64::from(std::process::id()));
+    rng.next_u64() >> 1
+}
+
+/// The nodes of a run, and where their files go on them.
+pub struct StartedBackend {
+    pub backend: Arc<dyn Backend>,
+    /// The nodes' files: the run folder's `nodes/` (netns), or the run's folder on
+    /// every host (ssh).
+    pub root: PathBuf,
+    /// Whether the broker binary is copied to the nodes (they do not share our files).
+    pub install_broker: bool,
+}
+
+/// Sets up `nodes` nodes on the backend the spec names.
+async fn start_backend(
+    spec: &BackendSpec,
+    nodes: usize,
+    folder: &RunFolder,
+) -> Result<StartedBackend> {
+    match spec {
+        BackendSpec::Netns => {
+            let backend = NetnsBackend::start(nodes).await?;
+            Ok(StartedBackend {
+                backend: Arc::new(backend),
+                root: folder.nodes(),
+                install_broker: false,
+            })
+        }
+        BackendSpec::Ssh(ssh_spec) => start_ssh(ssh_spec, nodes).await,
+    }
+}
+
+async fn start_ssh(spec: &SshSpec, nodes: usize) -> Result<StartedBackend> {
+    let hosts = match &spec.hosts {
+        HostsSource::NodesFile(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("--nodes-file {}", file.display()))?;
+            ssh::parse_nodes_file(&text)
+                .with_context(|| format!("--nodes-file {}", file.display()))?
+        }
+        HostsSource::Vagrant => ssh::vagrant_hosts(None)
+            .await
+            .context("--vagrant: reading `vagrant ssh-config`")?,
+    };
+    if hosts.len() < nodes {
+        bail!(
+            "--nodes {nodes}, but only {} hosts are given ({})",
+            hosts.len(),
+            match &spec.hosts {
+                HostsSource::Vagrant => "vagrant ssh-config".to_string(),
+                HostsSource::NodesFile(file) => file.display().to_string(),
+            }
+        );
+    }
+    let options = ssh::SshOptions {
+        hosts,
+        identity_file: spec.key.clone(),
+        config_file: spec.config.clone(),
+        host_keys: spec.host_key_policy(),
+        remote_dir: spec.remote_dir.clone(),
+    };
+    let backend = ssh::SshBackend::start(options, nodes).await?;
+    for node in backend.nodes() {
+        eprintln!("{}: {}", node, backend.describe(&node));
+    }
+    Ok(StartedBackend {
+        root: backend.run_dir().to_path_buf(),
+        backend: Arc::new(backend),
+        install_broker: true,
+    })
+}

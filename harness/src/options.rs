@@ -1,0 +1,237 @@
+//! The options of `harness test` (and the backend options `harness nightly` shares), and
+//! their translation into a [`TestSpec`], the plain data every part of a test reads.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+use backend::ssh::HostKeyPolicy;
+use clap::Args;
+use nemesis::{PackageKind, TargetSpec};
+use store::duration::parse_duration;
+use store::{
+    BackendSpec, BrokerSettings, HostsSource, NemesisSpec, Plan, SshSpec, TestSpec, WorkloadPlan,
+};
+
+/// `harness test`: one test against a fresh broker cluster.
+#[derive(Debug, Clone, Args)]
+pub struct TestArgs {
+    /// Broker nodes.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub nodes: u32,
+
+    /// What the clients do: `log` (appends and reads, checked for lost writes and
+    /// ordering) or `register` (one value per partition, checked for linearizability).
+    #[arg(long, default_value = "log", value_name = "log|register")]
+    pub workload: workloads::WorkloadKind,
+
+    /// Faults to inject: a comma-separated list of `kill`, `pause`, `partition`,
+    /// `partition-ports` and `admin`; `all` for every one, `none` for none.
+    #[arg(long, default_value = "none", value_name = "LIST|all|none")]
+    pub nemesis: String,
+
+    /// Mean time between two steps of each fault package (each delay is uniform in 0 to
+    /// twice this): `10` (seconds), `2.5s`, `500ms`, `1m`.
+    #[arg(long, default_value = "10", value_name = "DURATION", allow_hyphen_values = true)]
+    pub nemesis_interval: String,
+
+    /// Whom kills, pauses and role isolations hit, comma-separated: `one`, `minority`,
+    /// `majority`, `all`, `leaders`, `controller`, `meta-leader`, or nodes joined by `+`
+    /// (`n1+n3`). Default: every kind but explicit nodes.
+    #[arg(long, value_name = "LIST")]
+    pub nemesis_targets: Option<String>,
+
+    /// Whether single-node kills sometimes restart the node with its partition data
+    /// wiped (the metadata quorum's files are kept).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub nemesis_wipe: bool,
+
+    /// How long the clients run: `60` (seconds), `90s`, `2m`, `1m30s`.
+    #[arg(long, default_value = "60", value_name = "DURATION", allow_hyphen_values = true)]
+    pub time_limit: String,
+
+    /// Client workers.
+    #[arg(long, default_value_t = 10)]
+    pub concurrency: usize,
+
+    /// Operations per second over all workers (0: as fast as they go).
+    #[arg(long, default_value_t = 500.0, value_name = "OPS")]
+    pub rate: f64,
+
+    /// Partitions of the test topic; each is a key of the history.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub partitions: u32,
+
+    /// Replicas per partition (at most --nodes).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub replication_factor: u32,
+
+    /// All randomness comes from it; printed and stored (random when not given).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// Turn on a historical bug in every broker (KAFKA-7128, KAFKA-7040, KAFKA-1561,
+    /// KAFKA-3083, KAFKA-2143); repeatable.
+    #[arg(long = "bug", value_name = "JIRA")]
+    pub bugs: Vec<String>,
+
+    /// A node.toml setting for every broker, `KEY=VALUE`; dotted keys name tables
+    /// (`metadata.session_timeout_ms=3000`); repeatable.
+    #[arg(long = "broker-config", value_name = "KEY=VALUE")]
+    pub broker_config: Vec<String>,
+
+    /// Where runs are stored: `<store>/<name>/<time>/`.
+    #[arg(long, default_value = "store", value_name = "DIR")]
+    pub store: PathBuf,
+
+    /// The run's name in the store (default: the workload's name).
+    #[arg(long)]
+    pub name: Option<String>,
+
+    #[command(flatten)]
+    pub backend: BackendArgs,
+
+    /// A broker binary to run instead of building this workspace's (with failpoints).
+    #[arg(long, value_name = "PATH")]
+    pub broker_bin: Option<PathBuf>,
+}
+
+/// Where the nodes live: `--backend` and the ssh backend's options.
+#[derive(Debug, Clone, Args)]
+pub struct BackendArgs {
+    /// Where the nodes live: `netns` (network namespaces on this machine; root) or `ssh`
+    /// (hosts reached over SSH: `--nodes-file` or `--vagrant`).
+    #[arg(long, default_value = "netns", value_name = "netns|ssh")]
+    pub backend: String,
+
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
+/// The ssh backend's options (`--backend ssh`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SshArgs {
+    /// The hosts: one per line, `name address [user] [port]`; node nK is the K-th line.
+    #[arg(long, value_name = "FILE", conflicts_with = "vagrant")]
+    pub nodes_file: Option<PathBuf>,
+
+    /// The hosts of `vagrant ssh-config` in the current folder (see the Vagrantfile).
+    #[arg(long)]
+    pub vagrant: bool,
+
+    /// A private key for hosts that name none (vagrant names its own).
+    #[arg(long, value_name = "FILE")]
+    pub ssh_key: Option<PathBuf>,
+
+    /// An ssh config file for every connection (ssh -F).
+    #[arg(long, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+
+    /// Unknown host keys: `strict` (only known hosts), `accept-new` (learn new ones,
+    /// refuse changed ones), `off` (no checking). Default: `off` with --vagrant (its
+    /// machines get new keys on every `vagrant up`), `accept-new` otherwise.
+    #[arg(long, value_name = "strict|accept-new|off", value_parser = parse_host_keys)]
+    pub ssh_host_keys: Option<HostKeyPolicy>,
+
+    /// Where a run keeps its files on the hosts (a folder per run inside, removed at the
+    /// end once the logs are copied back).
+    #[arg(long, value_name = "DIR", default_value = store::spec::DEFAULT_REMOTE_DIR)]
+    pub remote_dir: PathBuf,
+}
+
+fn parse_host_keys(text: &str) -> Result<HostKeyPolicy, String> {
+    text.parse()
+}
+
+impl TestArgs {
+    /// The test these options describe; a random seed when none is given. Refuses what
+    /// cannot run, in the words of the options.
+    pub fn to_spec(&self) -> Result<TestSpec> {
+        let packages = PackageKind::parse_list(&self.nemesis)
+            .map_err(|reason| anyhow!("--nemesis {:?}: {reason}", self.nemesis))?;
+        let interval = positive_duration("--nemesis-interval", &self.nemesis_interval)?;
+        let targets = match &self.nemesis_targets {
+            None => TargetSpec::defaults(),
+            Some(list) => {
+                let targets = TargetSpec::parse_list(list)
+                    .map_err(|e| anyhow!("--nemesis-targets {list:?}: {e}"))?;
+                if targets.is_empty() {
+                    bail!("--nemesis-targets {list:?}: names no target");
+                }
+                targets
+            }
+        };
+        let time_limit = positive_duration("--time-limit", &self.time_limit)?;
+        let plan = Plan::Workload(WorkloadPlan {
+            nodes: self.nodes,
+            workload: self.workload,
+            nemesis: NemesisSpec {
+                packages,
+                interval,
+                targets,
+                wipe: self.nemesis_wipe,
+            },
+            time_limit,
+            concurrency: self.concurrency,
+            rate: self.rate,
+            partitions: self.partitions,
+            replication_factor: self.replication_factor,
+        });
+        let spec = TestSpec {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| TestSpec::default_name(&plan)),
+            store: self.store.clone(),
+            seed: self.seed.unwrap_or_else(crate::lifecycle::random_seed),
+            backend: self.backend.to_spec()?,
+            broker_bin: self.broker_bin.clone(),
+            brokers: BrokerSettings {
+                bugs: self.bugs.clone(),
+                config: self.broker_config.clone(),
+            },
+            plan,
+        };
+        spec.validate()?;
+        crate::cluster::validate_settings(&spec.brokers.config)?;
+        Ok(spec)
+    }
+}
+
+impl BackendArgs {
+    /// `--backend` and its options as a [`BackendSpec`].
+    pub fn to_spec(&self) -> Result<BackendSpec> {
+        let ssh = &self.ssh;
+        match self.backend.as_str() {
+            "netns" => {
+                if ssh.nodes_file.is_some() || ssh.vagrant {
+                    bail!("--nodes-file and --vagrant need --backend ssh");
+                }
+                Ok(BackendSpec::Netns)
+            }
+            "ssh" => {
+                let hosts = match (&ssh.nodes_file, ssh.vagrant) {
+                    (Some(file), false) => HostsSource::NodesFile(file.clone()),
+                    (None, true) => HostsSource::Vagrant,
+                    _ => bail!("--backend ssh needs the hosts: --nodes-file FILE or --vagrant"),
+                };
+                Ok(BackendSpec::Ssh(SshSpec {
+                    hosts,
+                    key: ssh.ssh_key.clone(),
+                    config: ssh.ssh_config.clone(),
+                    host_keys: ssh.ssh_host_keys,
+                    remote_dir: ssh.remote_dir.clone(),
+                }))
+            }
+            other => bail!("--backend {other:?}: one of netns, ssh"),
+        }
+    }
+}
+
+/// A flag's duration, which must be more than zero.
+fn positive_duration(flag: &str, text: &str) -> Result<std::time::Duration> {
+    match parse_duration(text) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        Ok(_) => bail!("{flag} {text}: must be a positive duration"),
+        Err(reason) => bail!("{flag} {text}: {reason}"),
+    }
+}
