@@ -967,7 +967,7 @@ pub(crate) fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut rng = checkers::log::simulate::SplitMix64::new(nanos ^ u64::from(std::process::id()));
+    let mut rng = rng::Rng::new(nanos ^ u64::from(std::process::id()));
     rng.next_u64() >> 1
 }
 

@@ -6,7 +6,7 @@
 //! matrix. So `min_insync_replicas = 1` and replication factor 1 come only with
 //! `--nemesis-wipe false`: a single acknowledged copy is lost with its disk, in Kafka too.
 
-use checkers::log::simulate::SplitMix64;
+use rng::Rng;
 
 /// Fault mixes the matrix draws from (`--nemesis` lists).
 pub const NEMESIS_MIXES: &[&str] = &[
@@ -80,7 +80,7 @@ impl Cell {
     /// Draws a cell; its client phase is at most `max_time_limit_secs` (at least
     /// [`MIN_TIME_LIMIT_SECS`]); a cell of 5 nodes becomes one of 3 when fewer than 5
     /// hosts are there (`max_nodes`, at least 3).
-    pub fn draw(rng: &mut SplitMix64, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
+    pub fn draw(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
         let workload = if rng.percent(75) { "log" } else { "register" };
         let nemesis = NEMESIS_MIXES[rng.below(NEMESIS_MIXES.len() as u64) as usize];
         let nodes = if rng.percent(50) || max_nodes < 5 {
@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn every_drawn_cell_is_a_valid_test() {
-        let mut rng = SplitMix64::new(7);
+        let mut rng = Rng::new(7);
         for _ in 0..500 {
             let cell = Cell::draw(&mut rng, 40.0, 5);
             assert!(cell.replication_factor <= cell.nodes, "{cell:?}");
@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn the_draw_follows_the_seed_and_covers_the_dimensions() {
         let draw = |seed| {
-            let mut rng = SplitMix64::new(seed);
+            let mut rng = Rng::new(seed);
             (0..200)
                 .map(|_| Cell::draw(&mut rng, 60.0, 5))
                 .collect::<Vec<_>>()
@@ -239,8 +239,8 @@ mod tests {
 
     #[test]
     fn with_three_hosts_every_cell_has_three_nodes_and_the_same_draws() {
-        let mut five = SplitMix64::new(9);
-        let mut three = SplitMix64::new(9);
+        let mut five = Rng::new(9);
+        let mut three = Rng::new(9);
         for _ in 0..200 {
             let (a, b) = (
                 Cell::draw(&mut five, 60.0, 5),
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_short_budget_draws_short_runs() {
-        let mut rng = SplitMix64::new(1);
+        let mut rng = Rng::new(1);
         for _ in 0..50 {
             assert_eq!(
                 Cell::draw(&mut rng, 5.0, 5).time_limit_secs,

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use checkers::log::simulate::SplitMix64;
 use checkers::Verdict;
 use clap::{Args, Parser};
 use report::nightly::{self as summary, NightlyRun, NightlySummary, RunKind, Status};
+use rng::Rng;
 
 use crate::cli::{Cli, Command, SshArgs, TestArgs};
 use crate::scenario::run::{play, Mode, PlayOutcome};
@@ -160,7 +160,7 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
     }
     // Check the shared test options once (a bad --nodes-file is found now, not per run).
     let max_nodes = available_nodes(args)?;
-    let probe = Cell::draw(&mut SplitMix64::new(1), 30.0, max_nodes);
+    let probe = Cell::draw(&mut Rng::new(1), 30.0, max_nodes);
     let probe_args = test_args(args, &probe, &args.regressions, Path::new("/nonexistent"))?;
     test_run::validate(&probe_args)?;
     let scenarios = if args.detect || args.no_repro {
@@ -684,7 +684,7 @@ fn run_matrix(
     runtime: &tokio::runtime::Runtime,
     broker_bin: &Path,
 ) -> Result<()> {
-    let mut rng = SplitMix64::new(night.summary.seed);
+    let mut rng = Rng::new(night.summary.seed);
     let mut number = 0;
     loop {
         let room = night.remaining().as_secs_f64() - night.overhead_secs();
