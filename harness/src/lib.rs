@@ -6,6 +6,7 @@
 //! - [`backend`]: where a test's nodes live (the `Backend` trait; netns and ssh).
 //! - [`clean`]: `harness clean`, removing what crashed runs left behind.
 //! - [`cluster`]: the brokers of a test: binary, `node.toml`s, start, stop, logs.
+//! - [`duration`]: the one duration grammar of flags and scenario keys (`90s`, `1m30s`).
 //! - [`faults`]: the nemesis's hold on a real test: its `ClusterControl` on the cluster
 //!   and backend, its `Journal` on the history recorder.
 //! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder.
@@ -22,6 +23,7 @@ pub mod check;
 pub mod clean;
 pub mod cli;
 pub mod cluster;
+pub mod duration;
 pub mod export;
 pub mod faults;
 pub mod generator;

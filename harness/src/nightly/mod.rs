@@ -24,6 +24,7 @@ use report::nightly::{self as summary, NightlyRun, NightlySummary, RunKind, Stat
 use rng::Rng;
 
 use crate::cli::{Cli, Command, SshArgs, TestArgs};
+use crate::duration::parse_duration;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
 use crate::test_run::{self, broker_binary, TestOutcome};
@@ -34,7 +35,7 @@ use matrix::Cell;
 pub struct NightlyArgs {
     /// Wall-clock time for the whole night (`90s`, `10m`, `2h`, `1h30m`): the
     /// reproductions first, then random tests while a run still fits.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub budget: Duration,
 
     /// Where runs and nights are stored (`<store>/nightly/<time>/`).
@@ -59,7 +60,7 @@ pub struct NightlyArgs {
     pub seeds: u32,
 
     /// With --detect: how long one seed searches before giving up.
-    #[arg(long, value_parser = parse_duration, default_value = "10m", value_name = "DURATION", requires = "detect")]
+    #[arg(long, value_parser = positive_duration, default_value = "10m", value_name = "DURATION", requires = "detect")]
     pub detect_limit: Duration,
 
     /// Skip the reproductions (only random tests).
@@ -100,46 +101,14 @@ pub const BUG_SWITCHES: &[&str] = &[
 /// start, heal, recovery, final reads, checking); replaced by the night's own mean.
 const FIRST_OVERHEAD_GUESS_SECS: f64 = 35.0;
 
-/// Parses `90`, `90s`, `10m`, `2h`, `1h30m`, `1m30s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("empty duration".into());
+/// A `--budget` or `--detect-limit`: a duration ([`parse_duration`]'s grammar: `90`, `90s`,
+/// `10m`, `2h`, `1h30m`), above zero and below a billion seconds.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration.is_zero() || duration.as_secs_f64() >= 1e9 {
+        return Err(format!("{:?}: must be a positive duration", text.trim()));
     }
-    if let Ok(secs) = text.parse::<f64>() {
-        return seconds(secs, text);
-    }
-    let mut total = 0.0;
-    let mut number = String::new();
-    for c in text.chars() {
-        if c.is_ascii_digit() || c == '.' {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600.0,
-            'm' => 60.0,
-            's' => 1.0,
-            _ => return Err(format!("{text:?}: unknown unit {c:?} (use h, m, s)")),
-        };
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("{text:?}: a number must come before {c:?}"))?;
-        total += value * unit;
-        number.clear();
-    }
-    if !number.is_empty() {
-        return Err(format!("{text:?}: {number} has no unit (h, m, s)"));
-    }
-    seconds(total, text)
-}
-
-fn seconds(secs: f64, text: &str) -> Result<Duration, String> {
-    if secs.is_finite() && secs > 0.0 && secs < 1e9 {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(format!("{text:?}: must be a positive duration"))
-    }
+    Ok(duration)
 }
 
 /// Runs `harness nightly`; the exit code: 0 when every run passed, 1 when one failed or
@@ -718,17 +687,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse_as_people_write_them() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
-        for bad in ["", "m", "10x", "10m5", "0", "-5", "0s", "ten"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
+    fn budgets_are_positive_durations() {
+        assert_eq!(positive_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(positive_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(positive_duration("1.5m"), Ok(Duration::from_secs(90)));
+        for bad in [
+            "",
+            "m",
+            "10x",
+            "10m5",
+            "0",
+            "-5",
+            "0s",
+            "ten",
+            "1000000000s",
+        ] {
+            assert!(positive_duration(bad).is_err(), "{bad:?}");
         }
+        assert_eq!(
+            positive_duration("0s"),
+            Err("\"0s\": must be a positive duration".into())
+        );
     }
 
     #[test]

@@ -54,6 +54,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::cluster::apply_setting;
+use crate::duration::parse_duration;
 use predicate::Predicate;
 
 /// Most nodes a scenario may have.
@@ -741,7 +742,7 @@ fn validate_expect(raw: RawExpect) -> Result<Expectation, String> {
         }
     }
     let availability_bound = match raw.availability_bound {
-        Some(text) => parse_duration(&text).map_err(|e| format!("availability_bound: {e}"))?,
+        Some(text) => scenario_duration("availability_bound", &text)?,
         None => DEFAULT_AVAILABILITY_BOUND,
     };
     Ok(Expectation {
@@ -750,30 +751,17 @@ fn validate_expect(raw: RawExpect) -> Result<Expectation, String> {
     })
 }
 
-/// `"200ms"`, `"2s"`, `"1.5s"`, `"1m"`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(at) => text.split_at(at),
-        None => (text, ""),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like \"500ms\", \"2s\", \"1m\""))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: the unit is ms, s or m (\"500ms\", \"2s\", \"1m\")"
-            ))
-        }
-    };
-    if !seconds.is_finite() || seconds > 3600.0 {
-        return Err(format!("{text:?}: at most an hour"));
+/// The longest duration a scenario key may have.
+const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// A duration key of a step or of `[expect]`, named `what` in the error: the harness's
+/// grammar ([`parse_duration`]), at most an hour.
+fn scenario_duration(what: &str, text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text).map_err(|e| format!("{what}: {e}"))?;
+    if duration > MAX_DURATION {
+        return Err(format!("{what}: {:?}: at most an hour", text.trim()));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(duration)
 }
 
 /// `"p/0"` of the scenario's topic: the partition number.
@@ -837,8 +825,7 @@ fn validate_step(
     topic: &TopicDef,
 ) -> Result<StepKind, (&'static str, String)> {
     let nodes = &cluster.nodes;
-    let duration =
-        |what: &str, text: &str| parse_duration(text).map_err(|e| format!("{what}: {e}"));
+    let duration = scenario_duration;
     let optional_node = |node: Option<String>| -> Result<Option<String>, String> {
         if let Some(node) = &node {
             known_node(node, nodes).map_err(|e| format!("to: {e}"))?;
