@@ -124,8 +124,10 @@ pub fn format_duration(duration: Duration) -> String {
         ("s", NANOS_PER_S),
         ("ms", NANOS_PER_MS),
     ] {
-        if nanos % size == 0 {
-            return format!("{}{unit}", nanos / size);
+        // (No `is_multiple_of`: the workspace's MSRV is 1.80.)
+        let (whole, rest) = (nanos / size, nanos % size);
+        if rest == 0 {
+            return format!("{whole}{unit}");
         }
     }
     let fraction = format!("{:09}", nanos % NANOS_PER_S);
