@@ -5,11 +5,11 @@
 //! parallel. Exit code: 0 all valid, 1 any invalid, 2 any unknown (none invalid), 3 when a
 //! file could not be read or checked at all.
 
-use clap::Args;
 use anyhow::{bail, Context, Result};
 use checkers::linear::{check_linearizable, LinearOptions, LinearReport, ModelKind};
 use checkers::log::{check_log, AnomalyKind, LogReport};
 use checkers::{Results, Verdict};
+use clap::Args;
 use history::{read_history, Format, History};
 use serde::Serialize;
 use std::collections::BTreeSet;

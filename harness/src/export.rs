@@ -3,12 +3,12 @@
 
 use crate::check::history_path;
 use crate::check::parse_format;
+use anyhow::{Context, Result};
 use clap::Args;
 use history::Format;
-use std::path::PathBuf;
-use anyhow::{Context, Result};
 use history::{jepsen, read_history};
 use std::io::Write;
+use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {

@@ -33,6 +33,8 @@ pub const TOPIC: &str = "jepsen";
 
 /// What differs between kinds of test: the nodes, the phases between a defined cluster
 /// and stopped brokers, and how the history is judged.
+// The lifecycle awaits `run` on its caller's task, so its future needs no `Send` bound.
+#[allow(async_fn_in_trait)]
 pub trait Phases {
     /// How many nodes the test needs.
     fn nodes(&self) -> usize;
@@ -321,7 +323,7 @@ pub fn random_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut rng = checkers::log::simulate::SplitMix64::new(nanos ^ u64::from(std::process::id()));
+    let mut rng = rng::Rng::new(nanos ^ u64::from(std::process::id()));
     rng.next_u64() >> 1
 }
 

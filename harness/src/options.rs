@@ -31,7 +31,12 @@ pub struct TestArgs {
 
     /// Mean time between two steps of each fault package (each delay is uniform in 0 to
     /// twice this): `10` (seconds), `2.5s`, `500ms`, `1m`.
-    #[arg(long, default_value = "10", value_name = "DURATION", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        default_value = "10",
+        value_name = "DURATION",
+        allow_hyphen_values = true
+    )]
     pub nemesis_interval: String,
 
     /// Whom kills, pauses and role isolations hit, comma-separated: `one`, `minority`,
@@ -46,7 +51,12 @@ pub struct TestArgs {
     pub nemesis_wipe: bool,
 
     /// How long the clients run: `60` (seconds), `90s`, `2m`, `1m30s`.
-    #[arg(long, default_value = "60", value_name = "DURATION", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        default_value = "60",
+        value_name = "DURATION",
+        allow_hyphen_values = true
+    )]
     pub time_limit: String,
 
     /// Client workers.

@@ -7,10 +7,10 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use clap::Args;
+use crate::lifecycle::broker_binary;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
-use crate::test_run::broker_binary;
+use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct ReproArgs {

@@ -178,7 +178,6 @@ struct Faults {
     journal: Arc<HistoryJournal>,
 }
 
-
 async fn run_phases(
     plan: &WorkloadPlan,
     seed: u64,
@@ -414,7 +413,6 @@ async fn with_down_brokers(cluster: &Cluster, problem: String) -> String {
         )
     }
 }
-
 
 /// The availability checker: `invalid` (`unavailable-after-heal`) if a partition
 /// accepted no write within the bound after the final heal.

@@ -378,7 +378,7 @@ fn harness_repro_refuses_a_bad_file_before_anything_starts() {
 #[test]
 fn the_expectation_is_judged_on_the_checkers_verdict_and_anomalies() {
     use checkers::{Results, Verdict};
-    use harness::scenario::run::{counted_anomalies, judge, Mode};
+    use harness::scenario::run::{judge, Mode};
     use serde_json::json;
 
     let s = parse(GOOD).expect("valid");
@@ -392,7 +392,7 @@ fn the_expectation_is_judged_on_the_checkers_verdict_and_anomalies() {
             {"kind": "stale-read", "counts_against_validity": false},
         ]}),
     );
-    let found = counted_anomalies(&results);
+    let found = results.counted_anomalies();
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found["lost-write"], 2);
 

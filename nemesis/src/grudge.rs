@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::rng::Rng;
 use crate::roles::Roles;
 use crate::target::{TargetError, TargetSpec};
+use rng::Rng;
 
 /// `node → nodes whose packets it drops`. Nodes that drop nothing are absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -329,9 +329,9 @@ pub fn bridge(nodes: &[String], rng: &mut Rng) -> Grudge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
     use crate::roles::PartitionRoles;
     use proptest::prelude::*;
+    use rng::Rng;
 
     fn names(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("n{i}")).collect()

@@ -1,7 +1,8 @@
 //! The nemesis: the faults a test injects, whom they hit, when, and how they are undone
 //! (DESIGN.md §1, `../shared/docs/jepsen.md` §2).
 //!
-//! - [`rng`]: the seeded random numbers every choice comes from.
+//! Every choice draws from `rng::Rng`, the workspace's seeded random numbers.
+//!
 //! - [`roles`]: the cluster's roles (controller, metadata-quorum leader, partition
 //!   leaders, registered brokers) as one `GET /v1/metadata` shows them.
 //! - [`target`]: node targets (`one`, `minority`, `majority`, `all`, `leaders`,
@@ -23,7 +24,6 @@
 pub mod control;
 pub mod grudge;
 pub mod package;
-pub mod rng;
 pub mod roles;
 pub mod runner;
 pub mod schedule;
@@ -32,7 +32,6 @@ pub mod target;
 pub use control::{AdminAction, BoxFuture, ClusterControl, ControlError, Journal, JournalError};
 pub use grudge::{Grudge, Ports, Shape};
 pub use package::{PackageInfo, PackageKind};
-pub use rng::Rng;
 pub use roles::{PartitionRoles, Roles};
 pub use runner::{DeregistrationWait, FaultState, Nemesis, NemesisOptions, NemesisSummary};
 pub use schedule::{Action, AdminKind, Step};

@@ -50,10 +50,10 @@ use tokio::time::Instant;
 use crate::control::{AdminAction, ClusterControl, Journal, JournalError};
 use crate::grudge::{Grudge, Ports, Shape};
 use crate::package::PackageKind;
-use crate::rng::Rng;
 use crate::roles::Roles;
 use crate::schedule::{Action, AdminKind, Schedule, ScheduleOptions, Step};
 use crate::target::{TargetError, TargetSpec};
+use rng::Rng;
 
 /// Which faults, how often, at whom.
 #[derive(Debug, Clone, PartialEq, Eq)]

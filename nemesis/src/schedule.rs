@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::grudge::{Ports, Shape};
 use crate::package::PackageKind;
-use crate::rng::Rng;
 use crate::target::TargetSpec;
+use rng::Rng;
 
 /// Kinds of admin fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::rng::Rng;
 use crate::roles::Roles;
+use rng::Rng;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
@@ -264,9 +264,9 @@ impl FromStr for TargetSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
     use crate::roles::PartitionRoles;
     use proptest::prelude::*;
+    use rng::Rng;
 
     fn names(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("n{i}")).collect()

@@ -10,8 +10,9 @@ use nemesis::schedule::{Schedule, ScheduleOptions};
 use nemesis::{
     Action, AdminAction, AdminKind, BoxFuture, ClusterControl, ControlError, DeregistrationWait,
     Grudge, Journal, JournalError, Nemesis, NemesisOptions, PackageKind, PartitionRoles, Ports,
-    Rng, Roles, Shape, Step, TargetSpec,
+    Roles, Shape, Step, TargetSpec,
 };
+use rng::Rng;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 

@@ -7,7 +7,7 @@
 //! stops at the time limit (and at an optional per-worker op limit); timing of course is
 //! not reproducible.
 //!
-//! Randomness comes from `checkers::log::simulate::SplitMix64`: a root generator seeded
+//! Randomness comes from `rng::Rng`: a root generator seeded
 //! with the test's seed hands each worker its own seed (an output of the root, so the
 //! workers' streams are unrelated rather than shifted copies of one another).
 //!
@@ -15,7 +15,7 @@
 //! `k`-th write carries `w + k * concurrency`. Every value the workers write is thus
 //! non-negative; negative values are free for other writers (availability probes).
 
-use checkers::log::simulate::SplitMix64;
+use rng::Rng;
 use std::time::{Duration, Instant};
 
 /// Everything the generator needs; plain data.
@@ -87,7 +87,7 @@ impl Generator {
         if !options.rate.is_finite() || options.rate < 0.0 {
             return Err(GeneratorError::Rate(options.rate));
         }
-        let mut root = SplitMix64::new(options.seed);
+        let mut root = Rng::new(options.seed);
         let worker_seeds = (0..options.concurrency).map(|_| root.next_u64()).collect();
         Ok(Generator {
             options,
@@ -111,7 +111,7 @@ impl Generator {
         // The read threshold in 32-bit fixed point: 1.0 reads always, 0.0 never.
         let read_threshold = (self.options.read_fraction * f64::from(1u32 << 31) * 2.0) as u64;
         Ok(WorkerOps {
-            rng: SplitMix64::new(seed),
+            rng: Rng::new(seed),
             first_value: worker as i64,
             stride: self.options.concurrency as i64,
             writes: 0,
@@ -155,7 +155,7 @@ impl Generator {
 /// One worker's deterministic sequence of operations (an endless iterator).
 #[derive(Debug, Clone)]
 pub struct WorkerOps {
-    rng: SplitMix64,
+    rng: Rng,
     first_value: i64,
     stride: i64,
     writes: i64,

@@ -264,6 +264,27 @@ impl Partials {
     }
 }
 
+impl Limits<'_> {
+    /// Whether a search must end now, and how; looked at between steps, outside the search
+    /// itself. `bytes` is what the search holds now: it becomes the search's share of the
+    /// memory count unless the stop flag or the deadline already ended it.
+    fn check(&self, memory: &mut MemoryShare, bytes: usize) -> Option<SearchOutcome> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Some(SearchOutcome::Stopped);
+        }
+        if self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            return Some(SearchOutcome::TimedOut);
+        }
+        if memory.report(bytes) > self.memory_budget {
+            return Some(SearchOutcome::OutOfMemory);
+        }
+        None
+    }
+}
+
 /// Keeps this search's share of the shared memory count current, and gives it back when
 /// the search ends, however it ends.
 struct MemoryShare<'a> {
@@ -341,6 +362,7 @@ pub(crate) struct Search<'a, M: Model> {
     stack: Vec<Frame>,
     partials: Partials,
     memory: MemoryShare<'a>,
+    /// The model state after the ops on the stack.
     state: u32,
     /// The longest stack seen, the state after it, and the op that stopped it.
     longest: Vec<u32>,
@@ -386,132 +408,161 @@ impl<'a, M: Model> Search<'a, M> {
     }
 
     /// Runs about `slice` more steps: the outcome, or `None` if the slice ended first.
+    ///
+    /// The search itself is [`Search::step`]; this only counts steps and, every
+    /// `CHECK_MASK + 1` of them, asks [`Limits::check`] whether it may go on.
     pub(crate) fn run(&mut self, limits: &Limits, slice: u64) -> Option<SearchOutcome> {
         let until = self.steps.saturating_add(slice);
-        let mut state = self.state;
-        let mut entry = self.entry;
-        let entries = &mut self.entries;
-        let outcome = loop {
-            if entries.next[HEAD as usize] == NIL {
-                break SearchOutcome::Linearizable;
+        loop {
+            if self.entries.next[HEAD as usize] == NIL {
+                return Some(SearchOutcome::Linearizable);
             }
             self.steps += 1;
             if self.steps & CHECK_MASK == 0 {
-                if limits.stop.load(Ordering::Relaxed) {
-                    break SearchOutcome::Stopped;
-                }
-                if limits
-                    .deadline
-                    .is_some_and(|deadline| Instant::now() >= deadline)
-                {
-                    break SearchOutcome::TimedOut;
-                }
-                let bytes = self.cache.bytes()
-                    + entries.bytes()
-                    + self.stack.capacity() * 16
-                    + self.partials.bytes
-                    + self.model.bytes();
-                if self.memory.report(bytes) > limits.memory_budget {
-                    break SearchOutcome::OutOfMemory;
+                let bytes = self.bytes();
+                if let Some(outcome) = limits.check(&mut self.memory, bytes) {
+                    return Some(outcome);
                 }
                 if self.steps >= until {
-                    self.state = state;
-                    self.entry = entry;
                     return None;
                 }
             }
+            if let Some(failure) = self.step() {
+                return Some(SearchOutcome::NotLinearizable(failure));
+            }
+        }
+    }
 
-            let ret = entries.mate[entry as usize];
-            if ret != NIL {
-                let op = entries.op[entry as usize];
-                let twin_first = self.twin[op as usize];
-                if twin_first != NIL && !self.linearized.get(twin_first as usize) {
-                    entry = entries.next[entry as usize];
-                    continue;
-                }
-                let Some(next_state) = self.model.step(state, op as usize) else {
-                    entry = entries.next[entry as usize];
-                    continue;
-                };
-                self.linearized.set(op as usize);
-                let hash = self.linearized_hash ^ self.zobrist[op as usize];
-                let fresh = self.cache.insert(
-                    self.linearized.words(),
-                    next_state,
-                    hash ^ state_hash(next_state),
-                );
-                if fresh {
-                    self.stack.push(Frame {
-                        call: entry,
-                        op,
-                        state_before: state,
-                        committed: self.read_only[op as usize],
-                    });
-                    self.partials.push(op);
-                    state = next_state;
-                    self.linearized_hash = hash;
-                    entries.lift(entry);
-                    entry = entries.next[HEAD as usize];
-                    self.at_peak = true;
-                    continue;
-                }
-                self.linearized.clear(op as usize);
-                // Placing this read here was already explored and failed; as reads are
-                // committed (see `Frame::committed`), nothing else here can succeed.
-                if !self.read_only[op as usize] {
-                    entry = entries.next[entry as usize];
-                    continue;
-                }
-            }
+    /// One step of the search, with ops left to linearize: place the op of the current
+    /// entry, or, stuck, record the stack if it is a peak and backtrack. The failure when
+    /// there is nothing left to backtrack.
+    #[inline]
+    fn step(&mut self) -> Option<Failure> {
+        if self.place() {
+            return None;
+        }
+        self.record_peak();
+        if self.backtrack() {
+            None
+        } else {
+            Some(self.failure())
+        }
+    }
 
-            // Stuck: at a return entry, whose op should have been linearized by now, or
-            // at a read whose placement here is known to fail.
-            if self.at_peak {
-                self.at_peak = false;
-                if self.stack.len() > self.longest.len() || self.longest_blocker == NIL {
-                    self.longest.clear();
-                    self.longest.extend(self.stack.iter().map(|frame| frame.op));
-                    self.longest_state = state;
-                    // Every entry before `entry` is a call, so the first return from
-                    // here is the earliest return among the ops not linearized: the op
-                    // that could not be placed.
-                    let mut first_return = entry;
-                    while entries.mate[first_return as usize] != NIL {
-                        first_return = entries.next[first_return as usize];
-                    }
-                    self.longest_blocker = entries.op[first_return as usize];
-                }
-                self.partials.peak(&self.stack);
-            }
-            let mut exhausted = false;
-            loop {
-                let Some(frame) = self.stack.pop() else {
-                    exhausted = true;
-                    break;
-                };
-                self.partials.pop();
-                state = frame.state_before;
-                self.linearized.clear(frame.op as usize);
-                self.linearized_hash ^= self.zobrist[frame.op as usize];
-                entries.restore(frame.call);
-                entry = entries.next[frame.call as usize];
-                if !frame.committed {
-                    break;
-                }
-            }
-            if exhausted {
-                break SearchOutcome::NotLinearizable(Failure {
-                    longest: std::mem::take(&mut self.longest),
-                    state_after: self.model.describe_state(self.longest_state),
-                    unplaced: self.longest_blocker,
-                    partials: std::mem::replace(&mut self.partials, Partials::new(0))
-                        .into_sequences(),
-                });
-            }
+    /// Tries to linearize the op of the call entry the scan is at. True when the scan moved
+    /// on: the op was placed (and the scan restarts from the head), or it cannot go here
+    /// (its earlier twin is not placed yet, the model refuses it, or the configuration after
+    /// it was explored already) and the scan goes to the next entry. False when stuck: at
+    /// a return entry, whose op should have been linearized by now, or at a read whose
+    /// placement here is known to fail.
+    #[inline]
+    fn place(&mut self) -> bool {
+        let entry = self.entry;
+        if self.entries.mate[entry as usize] == NIL {
+            return false;
+        }
+        let op = self.entries.op[entry as usize];
+        let twin_first = self.twin[op as usize];
+        if twin_first != NIL && !self.linearized.get(twin_first as usize) {
+            self.entry = self.entries.next[entry as usize];
+            return true;
+        }
+        let Some(next_state) = self.model.step(self.state, op as usize) else {
+            self.entry = self.entries.next[entry as usize];
+            return true;
         };
-        self.state = state;
-        self.entry = entry;
-        Some(outcome)
+        self.linearized.set(op as usize);
+        let hash = self.linearized_hash ^ self.zobrist[op as usize];
+        let fresh = self.cache.insert(
+            self.linearized.words(),
+            next_state,
+            hash ^ state_hash(next_state),
+        );
+        if fresh {
+            self.stack.push(Frame {
+                call: entry,
+                op,
+                state_before: self.state,
+                committed: self.read_only[op as usize],
+            });
+            self.partials.push(op);
+            self.state = next_state;
+            self.linearized_hash = hash;
+            self.entries.lift(entry);
+            self.entry = self.entries.next[HEAD as usize];
+            self.at_peak = true;
+            return true;
+        }
+        self.linearized.clear(op as usize);
+        // Placing this read here was already explored and failed; as reads are committed
+        // (see `Frame::committed`), nothing else here can succeed.
+        if self.read_only[op as usize] {
+            return false;
+        }
+        self.entry = self.entries.next[entry as usize];
+        true
+    }
+
+    /// Stuck right after a push, the stack is at a local maximum: keeps it as the longest
+    /// prefix if it is one (or if none was kept yet), and as each of its ops' partial.
+    #[inline]
+    fn record_peak(&mut self) {
+        if !self.at_peak {
+            return;
+        }
+        self.at_peak = false;
+        if self.stack.len() > self.longest.len() || self.longest_blocker == NIL {
+            self.longest.clear();
+            self.longest.extend(self.stack.iter().map(|frame| frame.op));
+            self.longest_state = self.state;
+            // Every entry before `entry` is a call, so the first return from here is the
+            // earliest return among the ops not linearized: the op that could not be
+            // placed.
+            let mut first_return = self.entry;
+            while self.entries.mate[first_return as usize] != NIL {
+                first_return = self.entries.next[first_return as usize];
+            }
+            self.longest_blocker = self.entries.op[first_return as usize];
+        }
+        self.partials.peak(&self.stack);
+    }
+
+    /// Undoes linearized ops, down to and including the last one not committed, and moves
+    /// the scan to the entry after that op's call. False when the stack ran out first: no
+    /// linearization exists.
+    #[inline]
+    fn backtrack(&mut self) -> bool {
+        while let Some(frame) = self.stack.pop() {
+            self.partials.pop();
+            self.state = frame.state_before;
+            self.linearized.clear(frame.op as usize);
+            self.linearized_hash ^= self.zobrist[frame.op as usize];
+            self.entries.restore(frame.call);
+            self.entry = self.entries.next[frame.call as usize];
+            if !frame.committed {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The answer once the search is exhausted: the longest prefix kept, and the partials.
+    fn failure(&mut self) -> Failure {
+        Failure {
+            longest: std::mem::take(&mut self.longest),
+            state_after: self.model.describe_state(self.longest_state),
+            unplaced: self.longest_blocker,
+            partials: std::mem::replace(&mut self.partials, Partials::new(0)).into_sequences(),
+        }
+    }
+
+    /// Bytes this search holds now.
+    fn bytes(&self) -> usize {
+        self.cache.bytes()
+            + self.entries.bytes()
+            + self.stack.capacity() * 16
+            + self.partials.bytes
+            + self.model.bytes()
     }
 }
 

@@ -11,6 +11,7 @@
 //! end every key is read from offset 0 to its end in chunks, marked `"final": true`.
 
 use history::{History, Op, OpType, Process};
+use rng::Rng;
 use serde_json::{json, Map, Value};
 
 /// Knobs of the simulation; [`SimConfig::new`] gives the defaults `generate_history` uses.
@@ -67,37 +68,6 @@ pub fn generate_history(seed: u64, ops: usize, keys: usize, processes: usize) ->
     generate(&SimConfig::new(seed, ops, keys, processes))
 }
 
-/// SplitMix64: tiny, fast, and good enough to drive a simulation reproducibly.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-
-    pub fn percent(&mut self, p: u32) -> bool {
-        self.below(100) < u64::from(p)
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Pending {
     Append {
@@ -125,7 +95,7 @@ struct Worker {
 
 struct Sim<'a> {
     config: &'a SimConfig,
-    rng: SplitMix64,
+    rng: Rng,
     ops: Vec<Op>,
     time: u64,
     step: u64,
@@ -143,7 +113,7 @@ pub fn generate(config: &SimConfig) -> History {
     let processes = config.processes.max(1);
     let mut sim = Sim {
         config,
-        rng: SplitMix64::new(config.seed),
+        rng: Rng::new(config.seed),
         ops: Vec::with_capacity(config.ops + 16),
         time: 0,
         step: 0,

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use checkers::log::simulate::SplitMix64;
 use report::nightly::{detect_median, DetectResult, DetectSeed, Status};
+use rng::Rng;
 
 use super::matrix::{self, Cell};
 use super::{run_cell, Night, NightlyArgs};
@@ -24,9 +24,9 @@ const DETECT_MAX_TIME_LIMIT_SECS: f64 = 30.0;
 
 /// The seed of `bug`'s `index`-th search: independent of the other bugs' seeds.
 pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
-    let mut mix = SplitMix64::new(night_seed ^ u64::from(index).wrapping_mul(0x9e37_79b9));
+    let mut mix = Rng::new(night_seed ^ u64::from(index).wrapping_mul(0x9e37_79b9));
     for byte in bug.bytes() {
-        mix = SplitMix64::new(mix.next_u64() ^ u64::from(byte));
+        mix = Rng::new(mix.next_u64() ^ u64::from(byte));
     }
     mix.next_u64() >> 1
 }
@@ -48,7 +48,7 @@ pub fn run(
         });
         for index in 0..args.seeds {
             let seed = seed_for(night.summary.seed, bug, index);
-            let mut rng = SplitMix64::new(seed);
+            let mut rng = Rng::new(seed);
             let began = Instant::now();
             let mut result = DetectSeed {
                 seed,

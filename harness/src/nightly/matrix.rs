@@ -6,7 +6,11 @@
 //! matrix. So `min_insync_replicas = 1` and replication factor 1 come only with
 //! `--nemesis-wipe false`: a single acknowledged copy is lost with its disk, in Kafka too.
 
-use checkers::log::simulate::SplitMix64;
+use std::time::Duration;
+
+use nemesis::{PackageKind, TargetSpec};
+use rng::Rng;
+use store::{NemesisSpec, WorkloadPlan};
 
 /// Fault mixes the matrix draws from (`--nemesis` lists).
 pub const NEMESIS_MIXES: &[&str] = &[
@@ -80,7 +84,7 @@ impl Cell {
     /// Draws a cell; its client phase is at most `max_time_limit_secs` (at least
     /// [`MIN_TIME_LIMIT_SECS`]); a cell of 5 nodes becomes one of 3 when fewer than 5
     /// hosts are there (`max_nodes`, at least 3).
-    pub fn draw(rng: &mut SplitMix64, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
+    pub fn draw(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
         let workload = if rng.percent(75) { "log" } else { "register" };
         let nemesis = NEMESIS_MIXES[rng.below(NEMESIS_MIXES.len() as u64) as usize];
         let nodes = if rng.percent(50) || max_nodes < 5 {
@@ -149,45 +153,43 @@ impl Cell {
         settings
     }
 
-    /// The `harness test` options of this cell (after `harness test`).
-    pub fn test_options(&self) -> Vec<String> {
-        let mut options: Vec<String> = vec![
-            "--workload".into(),
-            self.workload.into(),
-            "--nemesis".into(),
-            self.nemesis.into(),
-            "--nodes".into(),
-            self.nodes.to_string(),
-            "--replication-factor".into(),
-            self.replication_factor.to_string(),
-            "--partitions".into(),
-            self.partitions.to_string(),
-            "--nemesis-interval".into(),
-            self.nemesis_interval_secs.to_string(),
-            "--nemesis-wipe".into(),
-            self.wipe.to_string(),
-            "--time-limit".into(),
-            self.time_limit_secs.to_string(),
-            "--seed".into(),
-            self.seed.to_string(),
-        ];
-        for setting in self.broker_config() {
-            options.push("--broker-config".into());
-            options.push(setting);
-        }
-        options
+    /// What the cell's test does.
+    pub fn plan(&self) -> Result<WorkloadPlan, String> {
+        Ok(WorkloadPlan {
+            nodes: self.nodes,
+            workload: self.workload.parse()?,
+            nemesis: NemesisSpec {
+                packages: PackageKind::parse_list(self.nemesis)?,
+                interval: Duration::from_secs_f64(self.nemesis_interval_secs),
+                targets: TargetSpec::defaults(),
+                wipe: self.wipe,
+            },
+            time_limit: Duration::from_secs_f64(self.time_limit_secs),
+            concurrency: 10,
+            rate: 500.0,
+            partitions: self.partitions,
+            replication_factor: self.replication_factor,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
+    use crate::options::TestArgs;
     use clap::Parser;
+    use store::{BrokerSettings, Plan, TestSpec};
+
+    /// `harness test` as a parser of its own options.
+    #[derive(Parser)]
+    struct TestCommand {
+        #[command(flatten)]
+        test: TestArgs,
+    }
 
     #[test]
     fn every_drawn_cell_is_a_valid_test() {
-        let mut rng = SplitMix64::new(7);
+        let mut rng = Rng::new(7);
         for _ in 0..500 {
             let cell = Cell::draw(&mut rng, 40.0, 5);
             assert!(cell.replication_factor <= cell.nodes, "{cell:?}");
@@ -201,24 +203,37 @@ mod tests {
             );
             assert!((MIN_TIME_LIMIT_SECS..=40.0).contains(&cell.time_limit_secs));
             assert!((2.0..=8.0).contains(&cell.nemesis_interval_secs));
-            let mut argv = vec!["harness".to_string(), "test".to_string()];
-            argv.extend(cell.test_options());
-            let parsed = Cli::try_parse_from(&argv).map_err(|e| e.to_string());
-            let Ok(Cli {
-                command: Command::Test(args),
-            }) = parsed
-            else {
-                panic!("{argv:?} does not parse: {parsed:?}");
+            let spec = TestSpec {
+                name: format!("nightly-{}", cell.workload),
+                store: "store".into(),
+                seed: cell.seed,
+                backend: store::BackendSpec::Netns,
+                broker_bin: None,
+                brokers: BrokerSettings {
+                    bugs: Vec::new(),
+                    config: cell.broker_config(),
+                },
+                plan: Plan::Workload(cell.plan().expect("a cell's plan")),
             };
-            crate::test_run::validate(&args).unwrap_or_else(|e| panic!("{argv:?}: {e:#}"));
-            assert_eq!(args.seed, Some(cell.seed));
+            spec.validate().unwrap_or_else(|e| panic!("{cell:?}: {e}"));
+            crate::cluster::validate_settings(&spec.brokers.config)
+                .unwrap_or_else(|e| panic!("{cell:?}: {e}"));
+            // What the night stores as the reproduce line parses back to the same test.
+            let argv = spec.to_argv();
+            let parsed = TestCommand::try_parse_from(&argv[1..])
+                .unwrap_or_else(|e| panic!("{argv:?} does not parse: {e}"));
+            assert_eq!(
+                parsed.test.to_spec().expect("a valid spec"),
+                spec,
+                "{argv:?}"
+            );
         }
     }
 
     #[test]
     fn the_draw_follows_the_seed_and_covers_the_dimensions() {
         let draw = |seed| {
-            let mut rng = SplitMix64::new(seed);
+            let mut rng = Rng::new(seed);
             (0..200)
                 .map(|_| Cell::draw(&mut rng, 60.0, 5))
                 .collect::<Vec<_>>()
@@ -239,8 +254,8 @@ mod tests {
 
     #[test]
     fn with_three_hosts_every_cell_has_three_nodes_and_the_same_draws() {
-        let mut five = SplitMix64::new(9);
-        let mut three = SplitMix64::new(9);
+        let mut five = Rng::new(9);
+        let mut three = Rng::new(9);
         for _ in 0..200 {
             let (a, b) = (
                 Cell::draw(&mut five, 60.0, 5),
@@ -256,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_short_budget_draws_short_runs() {
-        let mut rng = SplitMix64::new(1);
+        let mut rng = Rng::new(1);
         for _ in 0..50 {
             assert_eq!(
                 Cell::draw(&mut rng, 5.0, 5).time_limit_secs,

@@ -18,23 +18,25 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use checkers::log::simulate::SplitMix64;
 use checkers::Verdict;
-use clap::{Args, Parser};
+use clap::Args;
 use report::nightly::{self as summary, NightlyRun, NightlySummary, RunKind, Status};
 
-use crate::cli::{Cli, Command, SshArgs, TestArgs};
+use crate::options::BackendArgs;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
-use crate::test_run::{self, broker_binary, TestOutcome};
+use crate::test_run::{self, TestOutcome};
 use matrix::Cell;
+use rng::Rng;
+use store::duration::parse_duration;
+use store::{BackendSpec, BrokerSettings, HostsSource, Plan, SshSpec, TestSpec};
 
 /// `harness nightly`.
 #[derive(Debug, Args)]
 pub struct NightlyArgs {
     /// Wall-clock time for the whole night (`90s`, `10m`, `2h`, `1h30m`): the
     /// reproductions first, then random tests while a run still fits.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub budget: Duration,
 
     /// Where runs and nights are stored (`<store>/nightly/<time>/`).
@@ -59,7 +61,7 @@ pub struct NightlyArgs {
     pub seeds: u32,
 
     /// With --detect: how long one seed searches before giving up.
-    #[arg(long, value_parser = parse_duration, default_value = "10m", value_name = "DURATION", requires = "detect")]
+    #[arg(long, value_parser = positive_duration, default_value = "10m", value_name = "DURATION", requires = "detect")]
     pub detect_limit: Duration,
 
     /// Skip the reproductions (only random tests).
@@ -80,11 +82,8 @@ pub struct NightlyArgs {
     pub regressions: Vec<String>,
 
     /// Where the random tests' nodes live (the reproductions always use netns).
-    #[arg(long, default_value = "netns", value_name = "netns|ssh")]
-    pub backend: String,
-
     #[command(flatten)]
-    pub ssh: SshArgs,
+    pub backend: BackendArgs,
 }
 
 /// The bug switches the broker has.
@@ -100,46 +99,14 @@ pub const BUG_SWITCHES: &[&str] = &[
 /// start, heal, recovery, final reads, checking); replaced by the night's own mean.
 const FIRST_OVERHEAD_GUESS_SECS: f64 = 35.0;
 
-/// Parses `90`, `90s`, `10m`, `2h`, `1h30m`, `1m30s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("empty duration".into());
+/// A `--budget` or `--detect-limit`: a duration ([`parse_duration`]'s grammar: `90`, `90s`,
+/// `10m`, `2h`, `1h30m`), above zero and below a billion seconds.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration.is_zero() || duration.as_secs_f64() >= 1e9 {
+        return Err(format!("{:?}: must be a positive duration", text.trim()));
     }
-    if let Ok(secs) = text.parse::<f64>() {
-        return seconds(secs, text);
-    }
-    let mut total = 0.0;
-    let mut number = String::new();
-    for c in text.chars() {
-        if c.is_ascii_digit() || c == '.' {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600.0,
-            'm' => 60.0,
-            's' => 1.0,
-            _ => return Err(format!("{text:?}: unknown unit {c:?} (use h, m, s)")),
-        };
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("{text:?}: a number must come before {c:?}"))?;
-        total += value * unit;
-        number.clear();
-    }
-    if !number.is_empty() {
-        return Err(format!("{text:?}: {number} has no unit (h, m, s)"));
-    }
-    seconds(total, text)
-}
-
-fn seconds(secs: f64, text: &str) -> Result<Duration, String> {
-    if secs.is_finite() && secs > 0.0 && secs < 1e9 {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(format!("{text:?}: must be a positive duration"))
-    }
+    Ok(duration)
 }
 
 /// Runs `harness nightly`; the exit code: 0 when every run passed, 1 when one failed or
@@ -160,17 +127,16 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
     }
     // Check the shared test options once (a bad --nodes-file is found now, not per run).
     let max_nodes = available_nodes(args)?;
-    let probe = Cell::draw(&mut SplitMix64::new(1), 30.0, max_nodes);
-    let probe_args = test_args(args, &probe, &args.regressions, Path::new("/nonexistent"))?;
-    test_run::validate(&probe_args)?;
+    let probe = Cell::draw(&mut Rng::new(1), 30.0, max_nodes);
+    cell_spec(args, &probe, &args.regressions, Path::new("/nonexistent"))?;
     let scenarios = if args.detect || args.no_repro {
         Vec::new()
     } else {
         let dir = args.scenarios.clone().unwrap_or_else(scenario::default_dir);
         scenario::load_all(&dir)?
     };
-    let broker_bin = broker_binary(args.broker_bin.as_deref())?;
-    let seed = args.seed.unwrap_or_else(test_run::random_seed);
+    let broker_bin = crate::lifecycle::broker_binary(args.broker_bin.as_deref())?;
+    let seed = args.seed.unwrap_or_else(crate::lifecycle::random_seed);
     let night_dir = create_night_dir(&args.store)?;
     let mut night = Night::new(args, seed, &broker_bin, night_dir)?;
     night.max_nodes = max_nodes;
@@ -193,12 +159,14 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
 /// How many nodes the tests may have: 5 on namespaces and with `--vagrant` (the
 /// Vagrantfile's machines), the hosts of `--nodes-file` (at least 3) otherwise.
 fn available_nodes(args: &NightlyArgs) -> Result<u32> {
-    let Some(file) = (args.backend == "ssh")
-        .then_some(args.ssh.nodes_file.as_ref())
-        .flatten()
+    let BackendSpec::Ssh(SshSpec {
+        hosts: HostsSource::NodesFile(file),
+        ..
+    }) = args.backend.to_spec()?
     else {
         return Ok(5);
     };
+    let file = &file;
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("--nodes-file {}", file.display()))?;
     let hosts = backend::ssh::parse_nodes_file(&text)
@@ -450,7 +418,9 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// `<store>/nightly/<YYYYMMDDTHHMMSS>/`.
 fn create_night_dir(store: &Path) -> Result<PathBuf> {
-    test_run::create_run_dir(store, "nightly")
+    Ok(store::RunFolder::create(store, "nightly")?
+        .dir()
+        .to_path_buf())
 }
 
 /// The latest earlier night of `mode` in the store (its folder name and summary).
@@ -474,74 +444,28 @@ fn previous_night(store: &Path, current: &Path, mode: &str) -> Option<(String, N
     })
 }
 
-/// The `harness test` options of a cell in this night's store and backend.
-pub fn test_args(
+/// The test of a cell in this night's store and backend, with these bug switches.
+pub fn cell_spec(
     args: &NightlyArgs,
     cell: &Cell,
     bugs: &[String],
     broker_bin: &Path,
-) -> Result<TestArgs> {
-    let mut argv = cell_argv(cell, bugs);
-    argv.push("--name".into());
-    argv.push(format!("nightly-{}", cell.workload));
-    argv.push("--store".into());
-    argv.push(args.store.display().to_string());
-    argv.push("--broker-bin".into());
-    argv.push(broker_bin.display().to_string());
-    argv.push("--backend".into());
-    argv.push(args.backend.clone());
-    let ssh = &args.ssh;
-    if let Some(file) = &ssh.nodes_file {
-        argv.push("--nodes-file".into());
-        argv.push(file.display().to_string());
-    }
-    if ssh.vagrant {
-        argv.push("--vagrant".into());
-    }
-    if let Some(key) = &ssh.ssh_key {
-        argv.push("--ssh-key".into());
-        argv.push(key.display().to_string());
-    }
-    if let Some(config) = &ssh.ssh_config {
-        argv.push("--ssh-config".into());
-        argv.push(config.display().to_string());
-    }
-    if let Some(policy) = ssh.ssh_host_keys {
-        argv.push("--ssh-host-keys".into());
-        argv.push(
-            match policy {
-                backend::ssh::HostKeyPolicy::Strict => "strict",
-                backend::ssh::HostKeyPolicy::AcceptNew => "accept-new",
-                backend::ssh::HostKeyPolicy::Off => "off",
-            }
-            .into(),
-        );
-    }
-    argv.push("--remote-dir".into());
-    argv.push(ssh.remote_dir.display().to_string());
-    match Cli::try_parse_from(&argv) {
-        Ok(Cli {
-            command: Command::Test(test),
-        }) => Ok(test),
-        Ok(_) => bail!("internal: {argv:?} is not a test"),
-        Err(error) => bail!("internal: the options of {argv:?} do not parse: {error}"),
-    }
-}
-
-/// `harness test` with a cell's options and the bug switches.
-fn cell_argv(cell: &Cell, bugs: &[String]) -> Vec<String> {
-    let mut argv = vec!["harness".to_string(), "test".to_string()];
-    argv.extend(cell.test_options());
-    for bug in bugs {
-        argv.push("--bug".into());
-        argv.push(bug.clone());
-    }
-    argv
-}
-
-/// The command that runs a cell again.
-fn command_of(cell: &Cell, bugs: &[String]) -> String {
-    backend::tools::display_command(&cell_argv(cell, bugs))
+) -> Result<TestSpec> {
+    let spec = TestSpec {
+        name: format!("nightly-{}", cell.workload),
+        store: args.store.clone(),
+        seed: cell.seed,
+        backend: args.backend.to_spec()?,
+        broker_bin: Some(broker_bin.to_path_buf()),
+        brokers: BrokerSettings {
+            bugs: bugs.to_vec(),
+            config: cell.broker_config(),
+        },
+        plan: Plan::Workload(cell.plan().map_err(anyhow::Error::msg)?),
+    };
+    spec.validate()?;
+    crate::cluster::validate_settings(&spec.brokers.config)?;
+    Ok(spec)
 }
 
 /// Runs one cell as a test and says what it came to.
@@ -554,20 +478,19 @@ pub fn run_cell(
     cell: &Cell,
     bugs: &[String],
 ) -> Result<NightlyRun> {
-    let test = test_args(args, cell, bugs, broker_bin)?;
-    test_run::validate(&test)?;
+    let spec = cell_spec(args, cell, bugs, broker_bin)?;
     eprintln!("\n[{id}] harness test {}", cell.description());
     let began = Instant::now();
-    let outcome = runtime.block_on(test_run::execute(&test));
+    let outcome = runtime.block_on(test_run::execute(&spec));
     let secs = began.elapsed().as_secs_f64();
     night.record_overhead(secs - cell.time_limit_secs);
-    Ok(matrix_run(id, cell, bugs, outcome, secs))
+    Ok(matrix_run(id, cell, &spec, outcome, secs))
 }
 
 fn matrix_run(
     id: String,
     cell: &Cell,
-    bugs: &[String],
+    spec: &TestSpec,
     outcome: Result<TestOutcome>,
     secs: f64,
 ) -> NightlyRun {
@@ -581,7 +504,7 @@ fn matrix_run(
         verdict: None,
         anomalies: Default::default(),
         expectation: None,
-        command: command_of(cell, bugs),
+        command: spec.command_line(),
         run_dir: None,
         secs,
         error: None,
@@ -684,7 +607,7 @@ fn run_matrix(
     runtime: &tokio::runtime::Runtime,
     broker_bin: &Path,
 ) -> Result<()> {
-    let mut rng = SplitMix64::new(night.summary.seed);
+    let mut rng = Rng::new(night.summary.seed);
     let mut number = 0;
     loop {
         let room = night.remaining().as_secs_f64() - night.overhead_secs();
@@ -718,17 +641,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse_as_people_write_them() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
-        for bad in ["", "m", "10x", "10m5", "0", "-5", "0s", "ten"] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
+    fn budgets_are_positive_durations() {
+        assert_eq!(positive_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(positive_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(positive_duration("1.5m"), Ok(Duration::from_secs(90)));
+        for bad in [
+            "",
+            "m",
+            "10x",
+            "10m5",
+            "0",
+            "-5",
+            "0s",
+            "ten",
+            "1000000000s",
+        ] {
+            assert!(positive_duration(bad).is_err(), "{bad:?}");
         }
+        assert_eq!(
+            positive_duration("0s"),
+            Err("\"0s\": must be a positive duration".into())
+        );
     }
 
     #[test]

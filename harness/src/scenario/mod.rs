@@ -55,6 +55,7 @@ use toml::Spanned;
 
 use crate::cluster::apply_setting;
 use predicate::Predicate;
+use store::duration::parse_duration;
 
 /// Most nodes a scenario may have.
 pub const MAX_NODES: usize = 9;
@@ -741,7 +742,7 @@ fn validate_expect(raw: RawExpect) -> Result<Expectation, String> {
         }
     }
     let availability_bound = match raw.availability_bound {
-        Some(text) => parse_duration(&text).map_err(|e| format!("availability_bound: {e}"))?,
+        Some(text) => scenario_duration("availability_bound", &text)?,
         None => DEFAULT_AVAILABILITY_BOUND,
     };
     Ok(Expectation {
@@ -750,30 +751,17 @@ fn validate_expect(raw: RawExpect) -> Result<Expectation, String> {
     })
 }
 
-/// `"200ms"`, `"2s"`, `"1.5s"`, `"1m"`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(at) => text.split_at(at),
-        None => (text, ""),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like \"500ms\", \"2s\", \"1m\""))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: the unit is ms, s or m (\"500ms\", \"2s\", \"1m\")"
-            ))
-        }
-    };
-    if !seconds.is_finite() || seconds > 3600.0 {
-        return Err(format!("{text:?}: at most an hour"));
+/// The longest duration a scenario key may have.
+const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// A duration key of a step or of `[expect]`, named `what` in the error: the harness's
+/// grammar ([`parse_duration`]), at most an hour.
+fn scenario_duration(what: &str, text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text).map_err(|e| format!("{what}: {e}"))?;
+    if duration > MAX_DURATION {
+        return Err(format!("{what}: {:?}: at most an hour", text.trim()));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(duration)
 }
 
 /// `"p/0"` of the scenario's topic: the partition number.
@@ -837,15 +825,7 @@ fn validate_step(
     topic: &TopicDef,
 ) -> Result<StepKind, (&'static str, String)> {
     let nodes = &cluster.nodes;
-    let duration =
-        |what: &str, text: &str| parse_duration(text).map_err(|e| format!("{what}: {e}"));
-    let optional_node = |node: Option<String>| -> Result<Option<String>, String> {
-        if let Some(node) = &node {
-            known_node(node, nodes).map_err(|e| format!("to: {e}"))?;
-        }
-        Ok(node)
-    };
-    let kind = match raw {
+    let (what, kind) = match raw {
         RawStep::Produce {
             partition,
             count,
@@ -857,228 +837,326 @@ fn validate_step(
             timeout,
             background,
         } => {
-            let what = "produce";
-            let result = (|| {
-                let partition = partition_of(&partition, topic)?;
-                let count = count.unwrap_or(1);
-                if count == 0 || count > 100_000 {
-                    return Err(format!("count = {count}: 1 to 100000"));
-                }
-                let acks = match acks.as_deref().unwrap_or("all") {
-                    "all" | "-1" => Acks::All,
-                    "1" => Acks::Leader,
-                    other => return Err(format!("acks = {other:?}: \"all\" or \"1\"")),
-                };
-                let sending = match (batch, concurrent) {
-                    (false, false) => Sending::OneByOne,
-                    (true, false) => Sending::Batch,
-                    (false, true) => Sending::Concurrent,
-                    (true, true) => return Err("batch and concurrent: choose one".into()),
-                };
-                let every = every.map(|e| duration("every", &e)).transpose()?;
-                if every.is_some() && sending != Sending::OneByOne {
-                    return Err("every: only for records sent one by one".into());
-                }
-                let timeout = match timeout {
-                    Some(t) => duration("timeout", &t)?,
-                    None => Duration::from_secs(5),
-                };
-                if timeout.is_zero() {
-                    return Err("timeout: must be above zero".into());
-                }
-                Ok(StepKind::Produce {
-                    partition,
-                    count,
-                    acks,
-                    sending,
-                    every,
-                    to: optional_node(to)?,
-                    timeout,
-                    background,
-                })
-            })();
-            return result.map_err(|e| (what, e));
+            let keys = ProduceKeys {
+                partition,
+                count,
+                acks,
+                batch,
+                concurrent,
+                every,
+                to,
+                timeout,
+                background,
+            };
+            ("produce", produce_step(keys, nodes, topic))
         }
-        RawStep::Read { partition } => partition_of(&partition, topic)
-            .map(|partition| StepKind::Read { partition })
-            .map_err(|e| ("read", e)),
-        RawStep::Kill { nodes: spec, wipe } => target_of(&spec, nodes)
-            .map(|target| StepKind::Kill { target, wipe })
-            .map_err(|e| ("kill", e)),
-        RawStep::Start { nodes: list } => node_list(&list, nodes)
-            .map(|nodes| StepKind::Start { nodes })
-            .map_err(|e| ("start", e)),
-        RawStep::Pause { nodes: spec } => target_of(&spec, nodes)
-            .map(|target| StepKind::Pause { target })
-            .map_err(|e| ("pause", e)),
-        RawStep::Resume { nodes: list } => node_list(&list, nodes)
-            .map(|nodes| StepKind::Resume { nodes })
-            .map_err(|e| ("resume", e)),
+        RawStep::Read { partition } => ("read", read_step(&partition, topic)),
+        RawStep::Kill { nodes: spec, wipe } => ("kill", kill_step(&spec, wipe, nodes)),
+        RawStep::Start { nodes: list } => ("start", start_step(&list, nodes)),
+        RawStep::Pause { nodes: spec } => ("pause", pause_step(&spec, nodes)),
+        RawStep::Resume { nodes: list } => ("resume", resume_step(&list, nodes)),
         RawStep::Partition {
             isolate,
             one_way,
             drop,
             ports,
-        } => {
-            let result = (|| {
-                let ports = match ports.as_deref().unwrap_or("all") {
-                    "all" => Ports::All,
-                    "replication" => Ports::Replication,
-                    "metadata" => Ports::Metadata,
-                    other => {
-                        return Err(format!(
-                            "ports = {other:?}: \"all\", \"replication\" or \"metadata\""
-                        ))
-                    }
-                };
-                let cut = match (isolate, drop) {
-                    (Some(spec), None) => Cut::Isolate {
-                        target: target_of(&spec, nodes).map_err(|e| e.replacen("nodes", "isolate", 1))?,
-                        one_way,
-                    },
-                    (None, Some(drops)) => {
-                        if one_way {
-                            return Err("one_way: only with isolate (drop is one way already)".into());
-                        }
-                        let mut grudge = Grudge::default();
-                        for (receiver, senders) in &drops {
-                            known_node(receiver, nodes).map_err(|e| format!("drop: {e}"))?;
-                            for sender in senders {
-                                known_node(sender, nodes).map_err(|e| format!("drop: {e}"))?;
-                                if sender == receiver {
-                                    return Err(format!("drop: {receiver} cannot drop itself"));
-                                }
-                                grudge.drop_from(receiver, sender);
-                            }
-                        }
-                        if grudge.is_empty() {
-                            return Err("drop: cuts nothing".into());
-                        }
-                        Cut::Drop(grudge)
-                    }
-                    _ => return Err("give either isolate or drop".into()),
-                };
-                Ok(StepKind::Partition { cut, ports })
-            })();
-            return result.map_err(|e| ("partition", e));
-        }
-        RawStep::Heal {} => Ok(StepKind::Heal),
+        } => (
+            "partition",
+            partition_step(isolate, one_way, drop, ports.as_deref(), nodes),
+        ),
+        RawStep::Heal {} => ("heal", Ok(StepKind::Heal)),
         RawStep::Failpoint {
             node,
             point,
             action,
-        } => failpoint(&node, &point, nodes)
-            .and_then(|()| {
-                if action.trim().is_empty() {
-                    Err("action: empty (pause, return, sleep(300), ...)".into())
-                } else {
-                    Ok(())
-                }
-            })
-            .map(|()| StepKind::Failpoint {
-                node,
-                point,
-                actions: Some(action),
-            })
-            .map_err(|e| ("failpoint", e)),
-        RawStep::Release { node, point } => failpoint(&node, &point, nodes)
-            .map(|()| StepKind::Failpoint {
-                node,
-                point,
-                actions: None,
-            })
-            .map_err(|e| ("release", e)),
+        } => ("failpoint", failpoint_step(node, point, action, nodes)),
+        RawStep::Release { node, point } => ("release", release_step(node, point, nodes)),
         RawStep::TransferLeader {
             partition,
             to,
             may_fail,
-        } => partition_of(&partition, topic)
-            .and_then(|p| {
-                known_node(&to, nodes).map_err(|e| format!("to: {e}"))?;
-                Ok(StepKind::Admin {
-                    request: AdminAction::TransferLeader {
-                        topic: topic.name.clone(),
-                        partition: p,
-                        to,
-                    },
-                    may_fail,
-                })
-            })
-            .map_err(|e| ("transfer-leader", e)),
-        RawStep::ElectPreferred { may_fail } => Ok(StepKind::Admin {
-            request: AdminAction::ElectPreferred,
-            may_fail,
-        }),
+        } => (
+            "transfer-leader",
+            transfer_leader_step(&partition, to, may_fail, nodes, topic),
+        ),
+        RawStep::ElectPreferred { may_fail } => (
+            "elect-preferred",
+            Ok(StepKind::Admin {
+                request: AdminAction::ElectPreferred,
+                may_fail,
+            }),
+        ),
         RawStep::Reassign {
             partition,
             replicas,
             may_fail,
-        } => partition_of(&partition, topic)
-            .and_then(|p| {
-                if replicas.is_empty() {
-                    return Err("replicas: at least one".into());
-                }
-                for node in &replicas {
-                    known_node(node, nodes).map_err(|e| format!("replicas: {e}"))?;
-                }
-                Ok(StepKind::Admin {
-                    request: AdminAction::Reassign {
-                        topic: topic.name.clone(),
-                        partition: p,
-                        replicas,
-                    },
-                    may_fail,
-                })
-            })
-            .map_err(|e| ("reassign", e)),
+        } => (
+            "reassign",
+            reassign_step(&partition, replicas, may_fail, nodes, topic),
+        ),
         RawStep::WaitUntil {
             until,
             timeout,
             on_timeout,
             poll,
-        } => (|| {
-            let predicate =
-                Predicate::parse(&until, nodes).map_err(|e| format!("until: {e}"))?;
-            for (name, partition) in predicate.partitions() {
-                if name != topic.name || partition >= topic.assignment.len() as u64 {
-                    return Err(format!(
-                        "until: {name}/{partition} is no partition of this scenario (its topic {:?} has {})",
-                        topic.name,
-                        topic.assignment.len()
-                    ));
-                }
-            }
-            let timeout = duration("timeout", &timeout)?;
-            let poll = match poll {
-                Some(p) => duration("poll", &p)?,
-                None => Duration::from_millis(100),
-            };
-            if poll.is_zero() {
-                return Err("poll: must be above zero".into());
-            }
-            let on_timeout = match on_timeout.as_deref().unwrap_or("fail") {
-                "fail" => OnTimeout::Fail,
-                "continue" => OnTimeout::Continue,
-                other => {
-                    return Err(format!(
-                        "on_timeout = {other:?}: \"fail\" or \"continue\""
-                    ))
-                }
-            };
-            Ok(StepKind::WaitUntil {
-                predicate,
-                timeout,
-                poll,
-                on_timeout,
-            })
-        })()
-        .map_err(|e| ("wait-until", e)),
-        RawStep::Sleep { duration: text } => duration("for", &text)
-            .map(StepKind::Sleep)
-            .map_err(|e| ("sleep", e)),
-        RawStep::Await {} => Ok(StepKind::Await),
+        } => (
+            "wait-until",
+            wait_until_step(
+                &until,
+                &timeout,
+                on_timeout.as_deref(),
+                poll.as_deref(),
+                nodes,
+                topic,
+            ),
+        ),
+        RawStep::Sleep { duration: text } => ("sleep", sleep_step(&text)),
+        RawStep::Await {} => ("await", Ok(StepKind::Await)),
     };
-    kind
+    kind.map_err(|e| (what, e))
+}
+
+/// The keys of a produce step, as written.
+struct ProduceKeys {
+    partition: String,
+    count: Option<u32>,
+    acks: Option<String>,
+    batch: bool,
+    concurrent: bool,
+    every: Option<String>,
+    to: Option<String>,
+    timeout: Option<String>,
+    background: bool,
+}
+
+fn produce_step(keys: ProduceKeys, nodes: &[String], topic: &TopicDef) -> Result<StepKind, String> {
+    let partition = partition_of(&keys.partition, topic)?;
+    let count = keys.count.unwrap_or(1);
+    if count == 0 || count > 100_000 {
+        return Err(format!("count = {count}: 1 to 100000"));
+    }
+    let acks = match keys.acks.as_deref().unwrap_or("all") {
+        "all" | "-1" => Acks::All,
+        "1" => Acks::Leader,
+        other => return Err(format!("acks = {other:?}: \"all\" or \"1\"")),
+    };
+    let sending = match (keys.batch, keys.concurrent) {
+        (false, false) => Sending::OneByOne,
+        (true, false) => Sending::Batch,
+        (false, true) => Sending::Concurrent,
+        (true, true) => return Err("batch and concurrent: choose one".into()),
+    };
+    let every = keys
+        .every
+        .map(|e| scenario_duration("every", &e))
+        .transpose()?;
+    if every.is_some() && sending != Sending::OneByOne {
+        return Err("every: only for records sent one by one".into());
+    }
+    let timeout = match keys.timeout {
+        Some(t) => scenario_duration("timeout", &t)?,
+        None => Duration::from_secs(5),
+    };
+    if timeout.is_zero() {
+        return Err("timeout: must be above zero".into());
+    }
+    if let Some(node) = &keys.to {
+        known_node(node, nodes).map_err(|e| format!("to: {e}"))?;
+    }
+    Ok(StepKind::Produce {
+        partition,
+        count,
+        acks,
+        sending,
+        every,
+        to: keys.to,
+        timeout,
+        background: keys.background,
+    })
+}
+
+fn read_step(partition: &str, topic: &TopicDef) -> Result<StepKind, String> {
+    partition_of(partition, topic).map(|partition| StepKind::Read { partition })
+}
+
+fn kill_step(spec: &str, wipe: bool, nodes: &[String]) -> Result<StepKind, String> {
+    target_of(spec, nodes).map(|target| StepKind::Kill { target, wipe })
+}
+
+fn start_step(list: &str, nodes: &[String]) -> Result<StepKind, String> {
+    node_list(list, nodes).map(|nodes| StepKind::Start { nodes })
+}
+
+fn pause_step(spec: &str, nodes: &[String]) -> Result<StepKind, String> {
+    target_of(spec, nodes).map(|target| StepKind::Pause { target })
+}
+
+fn resume_step(list: &str, nodes: &[String]) -> Result<StepKind, String> {
+    node_list(list, nodes).map(|nodes| StepKind::Resume { nodes })
+}
+
+fn partition_step(
+    isolate: Option<String>,
+    one_way: bool,
+    drop: Option<BTreeMap<String, Vec<String>>>,
+    ports: Option<&str>,
+    nodes: &[String],
+) -> Result<StepKind, String> {
+    let ports = match ports.unwrap_or("all") {
+        "all" => Ports::All,
+        "replication" => Ports::Replication,
+        "metadata" => Ports::Metadata,
+        other => {
+            return Err(format!(
+                "ports = {other:?}: \"all\", \"replication\" or \"metadata\""
+            ))
+        }
+    };
+    let cut = match (isolate, drop) {
+        (Some(spec), None) => Cut::Isolate {
+            target: target_of(&spec, nodes).map_err(|e| e.replacen("nodes", "isolate", 1))?,
+            one_way,
+        },
+        (None, Some(drops)) => {
+            if one_way {
+                return Err("one_way: only with isolate (drop is one way already)".into());
+            }
+            Cut::Drop(drop_grudge(&drops, nodes)?)
+        }
+        _ => return Err("give either isolate or drop".into()),
+    };
+    Ok(StepKind::Partition { cut, ports })
+}
+
+/// The grudge of a partition step's `drop` (receiver → the senders it drops).
+fn drop_grudge(drops: &BTreeMap<String, Vec<String>>, nodes: &[String]) -> Result<Grudge, String> {
+    let mut grudge = Grudge::default();
+    for (receiver, senders) in drops {
+        known_node(receiver, nodes).map_err(|e| format!("drop: {e}"))?;
+        for sender in senders {
+            known_node(sender, nodes).map_err(|e| format!("drop: {e}"))?;
+            if sender == receiver {
+                return Err(format!("drop: {receiver} cannot drop itself"));
+            }
+            grudge.drop_from(receiver, sender);
+        }
+    }
+    if grudge.is_empty() {
+        return Err("drop: cuts nothing".into());
+    }
+    Ok(grudge)
+}
+
+fn failpoint_step(
+    node: String,
+    point: String,
+    action: String,
+    nodes: &[String],
+) -> Result<StepKind, String> {
+    failpoint(&node, &point, nodes)?;
+    if action.trim().is_empty() {
+        return Err("action: empty (pause, return, sleep(300), ...)".into());
+    }
+    Ok(StepKind::Failpoint {
+        node,
+        point,
+        actions: Some(action),
+    })
+}
+
+fn release_step(node: String, point: String, nodes: &[String]) -> Result<StepKind, String> {
+    failpoint(&node, &point, nodes)?;
+    Ok(StepKind::Failpoint {
+        node,
+        point,
+        actions: None,
+    })
+}
+
+fn transfer_leader_step(
+    partition: &str,
+    to: String,
+    may_fail: bool,
+    nodes: &[String],
+    topic: &TopicDef,
+) -> Result<StepKind, String> {
+    let partition = partition_of(partition, topic)?;
+    known_node(&to, nodes).map_err(|e| format!("to: {e}"))?;
+    Ok(StepKind::Admin {
+        request: AdminAction::TransferLeader {
+            topic: topic.name.clone(),
+            partition,
+            to,
+        },
+        may_fail,
+    })
+}
+
+fn reassign_step(
+    partition: &str,
+    replicas: Vec<String>,
+    may_fail: bool,
+    nodes: &[String],
+    topic: &TopicDef,
+) -> Result<StepKind, String> {
+    let partition = partition_of(partition, topic)?;
+    if replicas.is_empty() {
+        return Err("replicas: at least one".into());
+    }
+    for node in &replicas {
+        known_node(node, nodes).map_err(|e| format!("replicas: {e}"))?;
+    }
+    Ok(StepKind::Admin {
+        request: AdminAction::Reassign {
+            topic: topic.name.clone(),
+            partition,
+            replicas,
+        },
+        may_fail,
+    })
+}
+
+fn wait_until_step(
+    until: &str,
+    timeout: &str,
+    on_timeout: Option<&str>,
+    poll: Option<&str>,
+    nodes: &[String],
+    topic: &TopicDef,
+) -> Result<StepKind, String> {
+    let predicate = Predicate::parse(until, nodes).map_err(|e| format!("until: {e}"))?;
+    for (name, partition) in predicate.partitions() {
+        if name != topic.name || partition >= topic.assignment.len() as u64 {
+            return Err(format!(
+                "until: {name}/{partition} is no partition of this scenario (its topic {:?} has {})",
+                topic.name,
+                topic.assignment.len()
+            ));
+        }
+    }
+    let timeout = scenario_duration("timeout", timeout)?;
+    let poll = match poll {
+        Some(p) => scenario_duration("poll", p)?,
+        None => Duration::from_millis(100),
+    };
+    if poll.is_zero() {
+        return Err("poll: must be above zero".into());
+    }
+    let on_timeout = match on_timeout.unwrap_or("fail") {
+        "fail" => OnTimeout::Fail,
+        "continue" => OnTimeout::Continue,
+        other => return Err(format!("on_timeout = {other:?}: \"fail\" or \"continue\"")),
+    };
+    Ok(StepKind::WaitUntil {
+        predicate,
+        timeout,
+        poll,
+        on_timeout,
+    })
+}
+
+fn sleep_step(text: &str) -> Result<StepKind, String> {
+    scenario_duration("for", text).map(StepKind::Sleep)
 }
 
 fn failpoint(node: &str, point: &str, nodes: &[String]) -> Result<(), String> {

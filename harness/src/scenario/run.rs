@@ -8,7 +8,7 @@
 //! predicates may read internal state to pace the script, never to judge it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,20 +19,20 @@ use history::Outcome;
 use nemesis::{
     Action, Journal, Nemesis, NemesisOptions, PackageKind, Ports, Shape, Step as NemesisStep,
 };
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::task::JoinSet;
 
 use super::predicate::{Needs, Predicate, View};
 use super::{Acks, Cut, OnTimeout, Scenario, Sending, StepKind};
-use crate::check::{self, CheckModel, CheckSettings};
-use crate::cluster::{Cluster, ClusterSpec};
+use crate::check::CheckSettings;
+use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
-use crate::test_run::{
-    add_availability, create_run_dir, probe_availability, update_latest, PartitionAvailability,
+use crate::lifecycle::{self, Judged, Phases, Ran};
+use store::{
+    BackendSpec, BrokerSettings, Expectation, PartitionAvailability, Plan, RunFolder, RunStats,
+    ScenarioInfo, ScenarioPlan, TestSpec,
 };
-use backend::netns::NetnsBackend;
-use backend::Backend;
+use workloads::availability::probe_availability;
 use workloads::client::BrokerClient;
 use workloads::log::{read, ReadSpec};
 use workloads::recorder::Recorder;
@@ -47,62 +47,10 @@ const POLL_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 /// Bounds a read step (all its requests).
 const READ_STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Which way the bug switch is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Buggy,
-    Fixed,
-}
+pub use store::Mode;
 
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Buggy => "buggy",
-            Mode::Fixed => "fixed",
-        }
-    }
-}
-
-/// What one play of a scenario came to.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlayOutcome {
-    pub scenario: String,
-    pub mode: Mode,
-    /// The checkers' composed verdict; `None` when the history could not be checked.
-    pub verdict: Option<Verdict>,
-    /// Anomaly kinds that count against validity, with how many of each were reported.
-    pub anomalies: BTreeMap<String, u64>,
-    /// Whether the expectation of this mode held.
-    pub met: bool,
-    /// Why it did or did not.
-    pub reason: String,
-    pub secs: f64,
-    pub run_dir: PathBuf,
-    /// The steps could not play out as written (a wait-until timed out, a fault failed).
-    pub problem: Option<String>,
-}
-
-/// What the run folder's `test.json` holds for a scenario.
-#[derive(Serialize)]
-struct ScenarioRecord<'a> {
-    name: String,
-    scenario: &'a str,
-    file: String,
-    title: &'a str,
-    jira: Option<&'a str>,
-    mode: Mode,
-    command: String,
-    nodes: usize,
-    bugs: &'a [String],
-    broker_config: &'a [String],
-    node_settings: &'a BTreeMap<String, Vec<String>>,
-    topic: &'a str,
-    assignment: &'a [Vec<String>],
-    broker_bin: String,
-    harness_version: &'static str,
-    started: String,
-}
+/// What one play of a scenario came to (its `expectation.json`).
+pub type PlayOutcome = store::Expectation;
 
 /// Plays `scenario` in `mode` with `broker_bin`, storing the run under `store`.
 /// Errors only when the harness itself fails (nodes cannot be set up, the history
@@ -114,10 +62,17 @@ pub async fn play(
     store: &Path,
     broker_bin: &Path,
 ) -> Result<PlayOutcome> {
-    let began = Instant::now();
-    let name = format!("{}-{}", scenario.name, mode.as_str());
-    let run_dir = create_run_dir(store, &name)?;
-    let (bugs, settings) = match mode {
+    let spec = scenario_spec(scenario, mode, store, broker_bin);
+    let finished = lifecycle::run(&spec, &ScenarioTest { scenario, mode }).await?;
+    finished
+        .expectation
+        .ok_or_else(|| anyhow!("internal: a scenario's run came back without its expectation"))
+}
+
+/// The test that plays `scenario` in `mode`: the brokers' switches and settings of the
+/// mode, always on network namespaces.
+pub fn scenario_spec(scenario: &Scenario, mode: Mode, store: &Path, broker_bin: &Path) -> TestSpec {
+    let (bugs, config) = match mode {
         Mode::Buggy => (
             scenario.switch.bugs.clone(),
             [
@@ -128,104 +83,118 @@ pub async fn play(
         ),
         Mode::Fixed => (Vec::new(), scenario.cluster.settings.clone()),
     };
-    let record = ScenarioRecord {
-        name: name.clone(),
-        scenario: &scenario.name,
-        file: scenario.path.display().to_string(),
-        title: &scenario.title,
-        jira: scenario.jira.as_deref(),
+    let scenarios_dir = scenario
+        .path
+        .parent()
+        .filter(|dir| dir.canonicalize().ok() != super::default_dir().canonicalize().ok())
+        .map(Path::to_path_buf);
+    let plan = Plan::Scenario(ScenarioPlan {
+        scenario: scenario.name.clone(),
+        scenarios_dir,
         mode,
-        command: format!(
-            "harness repro {}{}",
-            scenario.name,
-            if mode == Mode::Buggy { " --buggy" } else { "" }
-        ),
-        nodes: scenario.cluster.nodes.len(),
-        bugs: &bugs,
-        broker_config: &settings,
-        node_settings: &scenario.cluster.node_settings,
-        topic: &scenario.topic.name,
-        assignment: &scenario.topic.assignment,
-        broker_bin: broker_bin.display().to_string(),
-        harness_version: env!("CARGO_PKG_VERSION"),
-        started: chrono::Local::now().to_rfc3339(),
-    };
-    check::write_json(&run_dir.join("test.json"), &record)?;
-    eprintln!(
-        "{} ({}): {}\nrun folder: {}",
-        scenario.name,
-        mode.as_str(),
-        scenario.title,
-        run_dir.display()
-    );
+    });
+    TestSpec {
+        name: TestSpec::default_name(&plan),
+        store: store.to_path_buf(),
+        seed: 0,
+        backend: BackendSpec::Netns,
+        broker_bin: Some(broker_bin.to_path_buf()),
+        brokers: BrokerSettings { bugs, config },
+        plan,
+    }
+}
 
-    backend::install_signal_teardown().context("cannot install the Ctrl-C handler")?;
-    let backend: Arc<NetnsBackend> = Arc::new(
-        NetnsBackend::start(scenario.cluster.nodes.len())
-            .await
-            .context("cannot set up the nodes")?,
-    );
-    let spec = ClusterSpec {
-        broker_bin: broker_bin.to_path_buf(),
-        bugs,
-        settings,
-        node_settings: scenario.cluster.node_settings.clone(),
-        root: run_dir.join("nodes"),
-        local_dir: run_dir.join("nodes"),
-        install_broker: false,
-    };
-    let dyn_backend: Arc<dyn Backend> = backend.clone();
-    let played = match Cluster::new(dyn_backend, spec) {
-        Ok(cluster) => play_on(scenario, Arc::new(cluster), &run_dir).await,
-        Err(error) => Err(error.into()),
-    };
-    let teardown = backend.teardown().await;
-    let (problem, availability) = played?;
-    teardown.context("tearing down the nodes")?;
+/// A scenario's phases in the test lifecycle.
+struct ScenarioTest<'a> {
+    scenario: &'a Scenario,
+    mode: Mode,
+}
 
-    // Judge the history.
-    let settings = CheckSettings {
-        format: Some(history::Format::Jsonl),
-        model: Some(CheckModel::Log),
-        init: None,
-        independent: false,
-        time_limit: Duration::from_secs(120),
-        memory_budget_bytes: 2 << 30,
-        threads: 1,
-    };
-    let mut checked = check::check_file(&run_dir, &settings)?;
-    if !availability.is_empty() {
-        add_availability(
-            &mut checked.results,
-            &availability,
-            scenario.expect.availability_bound,
+impl Phases for ScenarioTest<'_> {
+    fn nodes(&self) -> usize {
+        self.scenario.cluster.nodes.len()
+    }
+
+    fn node_settings(&self) -> BTreeMap<String, Vec<String>> {
+        self.scenario.cluster.node_settings.clone()
+    }
+
+    fn scenario(&self) -> Option<ScenarioInfo> {
+        let scenario = self.scenario;
+        Some(ScenarioInfo {
+            name: scenario.name.clone(),
+            title: scenario.title.clone(),
+            jira: scenario.jira.clone(),
+            file: scenario.path.display().to_string(),
+            nodes: scenario.cluster.nodes.len(),
+            node_settings: scenario.cluster.node_settings.clone(),
+            assignment: scenario.topic.assignment.clone(),
+        })
+    }
+
+    fn topic(&self) -> String {
+        self.scenario.topic.name.clone()
+    }
+
+    fn check_settings(&self) -> CheckSettings {
+        lifecycle::check_settings_for(
+            WorkloadKind::Log.checker(),
+            Duration::from_secs(120),
+            2 << 30,
+            1,
+        )
+    }
+
+    fn availability_bound(&self) -> Duration {
+        self.scenario.expect.availability_bound
+    }
+
+    fn stop_grace(&self) -> Duration {
+        Duration::from_secs(3)
+    }
+
+    fn announce(&self, _spec: &TestSpec, folder: &RunFolder) {
+        eprintln!(
+            "{} ({}): {}\nrun folder: {}",
+            self.scenario.name,
+            self.mode.as_str(),
+            self.scenario.title,
+            folder.dir().display()
         );
     }
-    check::write_json(&run_dir.join("results.json"), &checked.results)?;
-    update_latest(store, &name, &run_dir);
 
-    let anomalies = counted_anomalies(&checked.results);
-    let verdict = checked.results.verdict;
-    let (met, reason) = judge(scenario, mode, verdict, &anomalies, problem.as_deref());
-    let outcome = PlayOutcome {
-        scenario: scenario.name.clone(),
-        mode,
-        verdict: Some(verdict),
-        anomalies,
-        met,
-        reason,
-        secs: began.elapsed().as_secs_f64(),
-        run_dir,
-        problem,
-    };
-    check::write_json(&outcome.run_dir.join("expectation.json"), &outcome)?;
-    // Written after expectation.json so that the page shows it; a report problem must
-    // not cost the run its verdict: only a warning.
-    match report::write_run_reports(&outcome.run_dir) {
-        Ok(written) => eprintln!("report: {}", written.report.display()),
-        Err(error) => eprintln!("warning: the report could not be written: {error}"),
+    async fn run(&self, cluster: &Arc<Cluster>, folder: &RunFolder) -> Result<Ran> {
+        let (problem, availability) = play_on(self.scenario, Arc::clone(cluster), folder).await?;
+        Ok(Ran {
+            stats: RunStats {
+                availability,
+                ..RunStats::default()
+            },
+            problem,
+        })
     }
-    Ok(outcome)
+
+    fn expect(&self, judged: &Judged<'_>) -> Option<Expectation> {
+        let verdict = judged.results.verdict;
+        let (met, reason) = judge(
+            self.scenario,
+            self.mode,
+            verdict,
+            judged.anomalies,
+            judged.problem,
+        );
+        Some(Expectation {
+            scenario: self.scenario.name.clone(),
+            mode: self.mode,
+            verdict: Some(verdict),
+            anomalies: judged.anomalies.clone(),
+            met,
+            reason,
+            secs: judged.secs,
+            run_dir: judged.folder.dir().to_path_buf(),
+            problem: judged.problem.map(str::to_string),
+        })
+    }
 }
 
 /// Whether the expectation of `mode` held, and why.
@@ -291,59 +260,28 @@ fn list(anomalies: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// Every anomaly kind that counts against validity in any checker's report, with the
-/// number of instances reported.
-pub fn counted_anomalies(results: &checkers::Results) -> BTreeMap<String, u64> {
-    let mut found = BTreeMap::new();
-    for checker in results.checkers.values() {
-        let Some(list) = checker.report.get("anomalies").and_then(Value::as_array) else {
-            continue;
-        };
-        for anomaly in list {
-            let counts = anomaly
-                .get("counts_against_validity")
-                .and_then(Value::as_bool)
-                .unwrap_or(true);
-            if let (true, Some(kind)) = (counts, anomaly.get("kind").and_then(Value::as_str)) {
-                *found.entry(kind.to_string()).or_insert(0) += 1;
-            }
-        }
-    }
-    found
-}
-
 /// Starts the cluster, plays the steps and the end, stops the brokers and keeps their
 /// logs. The problem when the steps could not play out (the end still ran, so the
 /// history is complete and checkable), and the availability probe's findings.
 async fn play_on(
     scenario: &Scenario,
     cluster: Arc<Cluster>,
-    run_dir: &Path,
+    folder: &RunFolder,
 ) -> Result<(Option<String>, Vec<PartitionAvailability>)> {
-    let result = async {
-        start_cluster(scenario, &cluster).await?;
-        let recorder = Recorder::create(&run_dir.join("history.jsonl"))?;
-        let mut player = Player::new(scenario, Arc::clone(&cluster), recorder.clone())?;
-        let problem = match player.steps().await {
-            Ok(()) => None,
-            Err(error) => {
-                let problem = format!("{error:#}");
-                eprintln!("  the steps stop: {problem}");
-                Some(problem)
-            }
-        };
-        let ended = player.end().await;
-        recorder.finish()?;
-        anyhow::Ok((problem, ended?))
-    }
-    .await;
-    let stopped = cluster.stop(Duration::from_secs(3)).await;
-    for problem in cluster.collect_logs(&run_dir.join("nodes")).await {
-        eprintln!("warning: collecting logs: {problem}");
-    }
-    let played = result?;
-    stopped?;
-    Ok(played)
+    start_cluster(scenario, &cluster).await?;
+    let recorder = Recorder::create(&folder.history())?;
+    let mut player = Player::new(scenario, Arc::clone(&cluster), recorder.clone())?;
+    let problem = match player.steps().await {
+        Ok(()) => None,
+        Err(error) => {
+            let problem = format!("{error:#}");
+            eprintln!("  the steps stop: {problem}");
+            Some(problem)
+        }
+    };
+    let ended = player.end().await;
+    recorder.finish()?;
+    Ok((problem, ended?))
 }
 
 /// Starts the nodes group by group (each once the previous group's are registered and

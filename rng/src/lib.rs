@@ -1,6 +1,8 @@
-//! Seeded random numbers (SplitMix64): small, fast, reproducible. Every choice of the
-//! nemesis draws from an [`Rng`] derived from the test's seed, the package and the step,
-//! so a choice never depends on how many numbers an earlier, cluster-dependent choice drew.
+//! Seeded random numbers (SplitMix64): small, fast, reproducible; the one generator of the
+//! workspace. Every choice of the nemesis draws from an [`Rng`] derived from the test's
+//! seed, the package and the step, so a choice never depends on how many numbers an
+//! earlier, cluster-dependent choice drew; the client generator, the nightly's draws and
+//! the checkers' simulated logs draw from it too, so a seed means the same everywhere.
 
 /// SplitMix64.
 #[derive(Debug, Clone)]
@@ -50,6 +52,11 @@ impl Rng {
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
+    }
+
+    /// True with probability `p` percent (`p` >= 100: always).
+    pub fn percent(&mut self, p: u32) -> bool {
+        self.below(100) < u64::from(p)
     }
 
     /// One element, or `None` when empty.
@@ -106,10 +113,65 @@ mod tests {
         for n in 1..50 {
             assert!(rng.below(n) < n);
         }
+        for n in [1, 2, 3, 1000, u64::MAX] {
+            assert!(rng.below(n) < n);
+        }
+        assert_eq!(rng.below(0), 0);
         let mut items: Vec<u32> = (0..20).collect();
         rng.shuffle(&mut items);
         let mut sorted = items.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, (0..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_stream_is_splitmix64() {
+        // The first outputs of SplitMix64 seeded with 0 (the published reference values):
+        // a seed recorded anywhere replays the same choices.
+        let mut rng = Rng::new(0);
+        assert_eq!(rng.next_u64(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(rng.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+        assert_eq!(rng.next_u64(), 0x06c4_5d18_8009_454f);
+    }
+
+    #[test]
+    fn same_seed_same_draws() {
+        let draw = |seed: u64| {
+            let mut rng = Rng::new(seed);
+            let mut items: Vec<u32> = (0..10).collect();
+            rng.shuffle(&mut items);
+            (
+                rng.below(1000),
+                rng.between(5, 9),
+                rng.percent(50),
+                rng.chance(0.5),
+                rng.pick(&["a", "b", "c"]).copied(),
+                items,
+            )
+        };
+        assert_eq!(draw(42), draw(42));
+        assert_ne!(draw(42), draw(43));
+    }
+
+    #[test]
+    fn draws_stay_in_their_ranges() {
+        let mut rng = Rng::new(9);
+        for _ in 0..10_000 {
+            let x = rng.between(3, 7);
+            assert!((3..=7).contains(&x));
+            let u = rng.unit();
+            assert!((0.0..1.0).contains(&u));
+        }
+        assert_eq!(rng.between(5, 5), 5);
+        assert_eq!(rng.between(6, 2), 6);
+        assert_eq!(rng.pick::<u8>(&[]), None);
+        assert!((0..1000).all(|_| !rng.percent(0) && rng.percent(100)));
+        assert!((0..1000).all(|_| !rng.chance(0.0)));
+        // Every value of a small range is drawn.
+        let mut seen = [false; 6];
+        for _ in 0..1000 {
+            seen[rng.below(6) as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
     }
 }
