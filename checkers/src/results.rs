@@ -16,6 +16,7 @@ pub struct CheckerResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Results {
     pub verdict: Verdict,
+    #[serde(default)]
     pub checkers: BTreeMap<String, CheckerResult>,
 }
 
@@ -104,6 +105,10 @@ struct ReportView {
     #[serde(default)]
     anomalies: Vec<serde_json::Value>,
     #[serde(default)]
+    reason: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    #[serde(default)]
     stats: StatsView,
 }
 
@@ -128,6 +133,15 @@ impl CheckerResult {
             .iter()
             .filter_map(|entry| Anomaly::deserialize(entry).ok())
             .collect()
+    }
+
+    /// Why the checker could not decide, if its report says (`reason`, else `error`).
+    pub fn reason(&self) -> Option<String> {
+        let view = self.view();
+        [view.reason, view.error]
+            .into_iter()
+            .flatten()
+            .find_map(|value| value.as_str().map(str::to_string))
     }
 
     /// The report's found/counted figures per kind (the log checker lists at most a

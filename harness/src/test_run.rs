@@ -269,7 +269,7 @@ async fn run_phases(
             }
         };
         let recovery = Instant::now();
-        let mut serving = wait_serving(&cluster, plan.partitions, RECOVERY_TIMEOUT).await;
+        let mut serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
         if let (Some(faults), Some(state)) = (&faults, &left) {
             if !state.is_healed() {
                 eprintln!(
@@ -281,7 +281,7 @@ async fn run_phases(
                     .heal_all()
                     .await
                     .context("the nemesis could not record the final heal")?;
-                serving = wait_serving(&cluster, plan.partitions, RECOVERY_TIMEOUT).await;
+                serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
                 left = Some(again);
             }
         }

@@ -13,8 +13,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use checkers::Verdict;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-use serde_json::Value;
+use store::folder as files;
+use store::{Plan, RunFolder, TestRecord};
 
 use crate::assets;
 use crate::ReportError;
@@ -126,36 +128,35 @@ fn time_key(time: &str) -> (&str, u64) {
     }
 }
 
+/// A file's content, or `None` with a note of why it cannot be used.
+fn usable<T>(problems: &mut Vec<String>, read: Result<Option<T>, store::FolderError>) -> Option<T> {
+    match read {
+        Ok(value) => value,
+        Err(error) => {
+            problems.push(error.to_string());
+            None
+        }
+    }
+}
+
 /// Reads what the index shows of one run folder; never fails, records problems instead.
 fn summarize(dir: &Path, name: &str, time: &str) -> RunSummary {
     let mut problems = Vec::new();
-    let mut read = |file: &str| match read_json(&dir.join(file)) {
-        Ok(value) => value,
-        Err(reason) => {
-            problems.push(format!("{file}: {reason}"));
-            None
-        }
-    };
-    let test = read("test.json");
-    let results = read("results.json");
-    let expectation = read("expectation.json");
-
-    let text = |key: &str| {
-        test.as_ref()
-            .and_then(|t| t.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let workload = text("workload").or_else(|| {
-        let scenario = text("scenario")?;
-        Some(match text("mode") {
-            Some(mode) => format!("{scenario} ({mode})"),
-            None => scenario,
-        })
+    let folder = RunFolder::open(dir);
+    let test: Option<TestRecord> = usable(&mut problems, folder.read_test());
+    let results = usable(&mut problems, folder.read_results());
+    let expectation = usable(&mut problems, folder.read_expectation());
+    let workload = test.as_ref().map(|t| match &t.spec.plan {
+        Plan::Workload(plan) => plan.workload.to_string(),
+        Plan::Scenario(plan) => format!("{} ({})", plan.scenario, plan.mode.as_str()),
     });
-    let has_history = dir.join("history.jsonl").is_file();
-    let has_results = dir.join("results.json").is_file();
-    if test.is_none() && !dir.join("test.json").exists() {
+    let nemesis = test.as_ref().and_then(|t| match &t.spec.plan {
+        Plan::Workload(plan) => Some(plan.nemesis.list()),
+        Plan::Scenario(_) => None,
+    });
+    let has_history = folder.history().is_file();
+    let has_results = folder.path(files::RESULTS).is_file();
+    if test.is_none() && !folder.path(files::TEST).exists() {
         problems.push("no test.json".into());
     }
     if !has_results {
@@ -165,78 +166,34 @@ fn summarize(dir: &Path, name: &str, time: &str) -> RunSummary {
             "no history.jsonl nor results.json: still starting, or crashed".into()
         });
     }
-    let verdict = match results
-        .as_ref()
-        .map(|r| r.get("verdict").and_then(Value::as_str))
-    {
-        Some(Some("valid")) => RunVerdict::Valid,
-        Some(Some("invalid")) => RunVerdict::Invalid,
-        Some(Some("unknown")) => RunVerdict::Unknown,
-        Some(_) => {
-            problems.push("results.json: no verdict".into());
-            RunVerdict::None
-        }
+    let verdict = match results.as_ref().map(|r| r.verdict) {
+        Some(Verdict::Valid) => RunVerdict::Valid,
+        Some(Verdict::Invalid) => RunVerdict::Invalid,
+        Some(Verdict::Unknown) => RunVerdict::Unknown,
         None => RunVerdict::None,
     };
     RunSummary {
         name: name.to_string(),
         time: time.to_string(),
-        started: text("started"),
+        started: test.as_ref().map(|t| t.started.clone()),
         path: format!("{name}/{time}"),
         verdict,
-        anomalies: results.as_ref().map(count_anomalies).unwrap_or_default(),
-        seed: test
+        anomalies: results
             .as_ref()
-            .and_then(|t| t.get("seed"))
-            .and_then(Value::as_u64),
+            .map(checkers::Results::counted_anomalies)
+            .unwrap_or_default(),
+        seed: test.as_ref().map(|t| t.spec.seed),
         workload,
-        nemesis: text("nemesis"),
-        title: text("title"),
-        command: text("command"),
-        expectation_met: expectation
-            .as_ref()
-            .and_then(|e| e.get("met"))
-            .and_then(Value::as_bool),
-        has_report: dir.join("report.html").is_file(),
-        has_timeline: dir.join("timeline.html").is_file(),
+        nemesis,
+        title: test.as_ref().and_then(|t| t.title().map(str::to_string)),
+        command: test.as_ref().map(|t| t.command.clone()),
+        expectation_met: expectation.as_ref().map(|e| e.met),
+        has_report: folder.path(files::REPORT).is_file(),
+        has_timeline: folder.path(files::TIMELINE).is_file(),
         has_history,
         has_results,
         problems,
     }
-}
-
-/// `Ok(None)` when the file does not exist; why it cannot be used otherwise.
-fn read_json(path: &Path) -> Result<Option<Value>, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("not valid JSON ({e})")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("unreadable ({e})")),
-    }
-}
-
-/// Anomalies of every checker that count against validity (those without the flag,
-/// like availability's, count), by kind.
-fn count_anomalies(results: &Value) -> BTreeMap<String, u64> {
-    let mut counts = BTreeMap::new();
-    let checkers = results.get("checkers").and_then(Value::as_object);
-    for checker in checkers.into_iter().flat_map(|c| c.values()) {
-        let anomalies = checker
-            .pointer("/report/anomalies")
-            .and_then(Value::as_array);
-        for anomaly in anomalies.into_iter().flatten() {
-            let counts_against = anomaly
-                .get("counts_against_validity")
-                .and_then(Value::as_bool)
-                .unwrap_or(true);
-            if counts_against {
-                let kind = anomaly.get("kind").and_then(Value::as_str).unwrap_or("?");
-                *counts.entry(kind.to_string()).or_insert(0) += 1;
-            }
-        }
-    }
-    counts
 }
 
 /// Percent-encodes each segment of a `/`-separated relative path for use in an href
@@ -443,7 +400,7 @@ mod tests {
         let store = TempStore::new("sample");
         store.file(
             "good/20260101T000000/test.json",
-            r#"{"name":"good","seed":42,"workload":"log","nemesis":"kill","command":"harness test --seed 42","started":"2026-01-01T00:00:00+00:00"}"#,
+            &crate::testing::workload_record("good", 42, "harness test --seed 42", None),
         );
         store.file("good/20260101T000000/history.jsonl", "");
         store.file(
@@ -453,7 +410,7 @@ mod tests {
         store.file("good/20260101T000000/report.html", "<html></html>");
         store.file(
             "bad/20260102T000000/test.json",
-            r#"{"name":"bad","scenario":"KAFKA-1561","mode":"buggy","title":"lost <writes>"}"#,
+            &crate::testing::scenario_record("bad", "KAFKA-1561", "lost <writes>"),
         );
         store.file("bad/20260102T000000/history.jsonl", "");
         store.file(
@@ -466,7 +423,10 @@ mod tests {
                 "availability":{"verdict":"invalid","report":{"anomalies":[
                     {"kind":"unavailable-after-heal"}]}}}}"#,
         );
-        store.file("bad/20260102T000000/expectation.json", r#"{"met":true}"#);
+        store.file(
+            "bad/20260102T000000/expectation.json",
+            &crate::testing::expectation(true, "caught"),
+        );
         // Crashed: damaged test.json, a history, no results.
         store.file("broken/20260103T000000/test.json", "{\"name\": ");
         store.file("broken/20260103T000000/history.jsonl", "{}\n");
@@ -525,7 +485,7 @@ mod tests {
         assert!(broken
             .problems
             .iter()
-            .any(|p| p.starts_with("test.json: not valid JSON")));
+            .any(|p| p.starts_with("test.json is not a valid test record")));
         assert!(broken
             .problems
             .iter()

@@ -105,3 +105,93 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
         source,
     })
 }
+
+/// Run-folder files for the tests, in the types the harness writes.
+#[cfg(test)]
+pub(crate) mod testing {
+    use store::{
+        BackendSpec, BrokerSettings, Expectation, Mode, NemesisSpec, Plan, ScenarioInfo,
+        ScenarioPlan, TestRecord, TestSpec, WorkloadPlan,
+    };
+
+    fn record(spec: TestSpec, command: &str, title: Option<&str>) -> String {
+        let record = TestRecord {
+            spec,
+            command: command.to_string(),
+            broker_bin: "broker".into(),
+            topic: "jepsen".into(),
+            started: "2026-01-01T00:00:00+00:00".into(),
+            harness_version: "0.1.0".into(),
+            scenario: title.map(|title| ScenarioInfo {
+                name: "scenario".into(),
+                title: title.into(),
+                jira: None,
+                file: "scenario.toml".into(),
+                nodes: 3,
+                node_settings: Default::default(),
+                assignment: Vec::new(),
+            }),
+        };
+        serde_json::to_string(&record).expect("a record serializes")
+    }
+
+    /// `test.json` of a log test with kills.
+    pub fn workload_record(name: &str, seed: u64, command: &str, title: Option<&str>) -> String {
+        let spec = TestSpec {
+            name: name.into(),
+            store: "store".into(),
+            seed,
+            backend: BackendSpec::Netns,
+            broker_bin: None,
+            brokers: BrokerSettings::default(),
+            plan: Plan::Workload(WorkloadPlan {
+                nodes: 3,
+                workload: workloads::WorkloadKind::Log,
+                nemesis: NemesisSpec {
+                    packages: vec![nemesis::PackageKind::Kill],
+                    ..NemesisSpec::default()
+                },
+                time_limit: std::time::Duration::from_secs(10),
+                concurrency: 2,
+                rate: 10.0,
+                partitions: 1,
+                replication_factor: 3,
+            }),
+        };
+        record(spec, command, title)
+    }
+
+    /// `test.json` of a scenario played with its bug switch on.
+    pub fn scenario_record(name: &str, scenario: &str, title: &str) -> String {
+        let spec = TestSpec {
+            name: name.into(),
+            store: "store".into(),
+            seed: 0,
+            backend: BackendSpec::Netns,
+            broker_bin: None,
+            brokers: BrokerSettings::default(),
+            plan: Plan::Scenario(ScenarioPlan {
+                scenario: scenario.into(),
+                scenarios_dir: None,
+                mode: Mode::Buggy,
+            }),
+        };
+        record(spec, "harness repro", Some(title))
+    }
+
+    /// `expectation.json` of a buggy-mode play.
+    pub fn expectation(met: bool, reason: &str) -> String {
+        let expectation = Expectation {
+            scenario: "scenario".into(),
+            mode: Mode::Buggy,
+            verdict: Some(checkers::Verdict::Invalid),
+            anomalies: Default::default(),
+            met,
+            reason: reason.into(),
+            secs: 1.0,
+            run_dir: "run".into(),
+            problem: None,
+        };
+        serde_json::to_string(&expectation).expect("an expectation serializes")
+    }
+}

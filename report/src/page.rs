@@ -12,9 +12,10 @@
 
 use std::collections::BTreeMap;
 
-use checkers::Verdict;
+use checkers::{Anomaly, CheckerResult, Verdict};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
+use store::TestRecord;
 
 use crate::assets;
 use crate::plots;
@@ -45,7 +46,7 @@ pub fn render(data: &RunData) -> String {
                 script { (PreEscaped(assets::ONERROR_JS)) }
                 h1 { (name) }
                 p.muted {
-                    @if let Some(started) = data.test.get("started").and_then(Value::as_str) { "started " (started) " · " }
+                    @if let Some(test) = &data.test { "started " (test.started) " · " }
                     "folder " code { (data.dir.display()) }
                 }
                 (banner(data, verdict))
@@ -65,80 +66,54 @@ pub fn render(data: &RunData) -> String {
 }
 
 /// Anomalies of one kind in one checker's report.
-struct KindSummary<'a> {
+struct KindSummary {
     kind: String,
     /// How many the checker found (may exceed those listed in its report).
     found: u64,
     /// Whether they count against validity.
     counted: bool,
-    listed: Vec<&'a Value>,
+    listed: Vec<Anomaly>,
 }
 
-/// The anomalies of a checker report by kind, in order of first appearance; counts
-/// from `stats.anomalies` (the log checker's found/counted) when the report has them.
-fn kinds(report: &Value) -> Vec<KindSummary<'_>> {
+/// The anomalies of a checker's report by kind, in order of first appearance; counts
+/// from the report's found/counted figures (the log checker's) when it has them.
+fn kinds(result: &CheckerResult) -> Vec<KindSummary> {
     let mut kinds: Vec<KindSummary> = Vec::new();
-    let listed = report.get("anomalies").and_then(Value::as_array);
-    for anomaly in listed.into_iter().flatten() {
-        let kind = anomaly
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("anomaly");
-        let counted = anomaly
-            .get("counts_against_validity")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
-        match kinds.iter_mut().find(|k| k.kind == kind) {
+    for anomaly in result.anomalies() {
+        let counted = anomaly.counts_against_validity;
+        match kinds.iter_mut().find(|k| k.kind == anomaly.kind) {
             Some(k) => {
                 k.found += 1;
                 k.counted |= counted;
                 k.listed.push(anomaly);
             }
             None => kinds.push(KindSummary {
-                kind: kind.to_string(),
+                kind: anomaly.kind.clone(),
                 found: 1,
                 counted,
                 listed: vec![anomaly],
             }),
         }
     }
-    let stats = report.pointer("/stats/anomalies").and_then(Value::as_array);
-    for count in stats.into_iter().flatten() {
-        let (Some(kind), Some(found)) = (
-            count.get("kind").and_then(Value::as_str),
-            count.get("found").and_then(Value::as_u64),
-        ) else {
-            continue;
-        };
-        if found == 0 {
+    for count in result.anomaly_counts() {
+        if count.found == 0 {
             continue;
         }
-        let counted = count
-            .get("counted")
-            .and_then(Value::as_u64)
-            .unwrap_or(found)
-            > 0;
-        match kinds.iter_mut().find(|k| k.kind == kind) {
+        let counted = count.counted.unwrap_or(count.found) > 0;
+        match kinds.iter_mut().find(|k| k.kind == count.kind) {
             Some(k) => {
-                k.found = k.found.max(found);
+                k.found = k.found.max(count.found);
                 k.counted = counted;
             }
             None => kinds.push(KindSummary {
-                kind: kind.to_string(),
-                found,
+                kind: count.kind.clone(),
+                found: count.found,
                 counted,
                 listed: Vec::new(),
             }),
         }
     }
     kinds
-}
-
-/// Why a checker could not decide, if its report says.
-fn reason(report: &Value) -> Option<&str> {
-    ["reason", "error"]
-        .iter()
-        .find_map(|k| report.get(*k).and_then(Value::as_str))
 }
 
 fn banner(data: &RunData, verdict: Option<Verdict>) -> Markup {
@@ -150,7 +125,7 @@ fn banner(data: &RunData, verdict: Option<Verdict>) -> Markup {
                 None => { "no results.json: the run was not checked" }
                 Some(results) => {
                     @let all: Vec<(String, KindSummary)> = results.checkers.iter()
-                        .flat_map(|(checker, r)| kinds(&r.report).into_iter().map(move |k| (checker.clone(), k)))
+                        .flat_map(|(checker, r)| kinds(r).into_iter().map(move |k| (checker.clone(), k)))
                         .collect();
                     @if all.is_empty() {
                         "no anomalies"
@@ -166,7 +141,7 @@ fn banner(data: &RunData, verdict: Option<Verdict>) -> Markup {
                                     @if !k.counted { " (not counted)" }
                                 }
                                 @if result.verdict == Verdict::Unknown {
-                                    @if let Some(why) = reason(&result.report) { " · " (why) }
+                                    @if let Some(why) = result.reason() { " · " (why) }
                                 }
                             }
                         }
@@ -206,10 +181,11 @@ fn cell(value: &Value) -> String {
 }
 
 fn run_section(data: &RunData) -> Markup {
-    let test = data.test.as_object();
-    let title = data.test.get("title").and_then(Value::as_str);
-    let command = data.test.get("command").and_then(Value::as_str);
-    let seed = data.test.get("seed");
+    let test = data.test.as_ref();
+    let title = test.and_then(TestRecord::title);
+    let seed = test
+        .filter(|t| matches!(t.spec.plan, store::Plan::Workload(_)))
+        .map(|t| t.spec.seed);
     html! {
         section #run {
             h2 { "Run" }
@@ -217,32 +193,29 @@ fn run_section(data: &RunData) -> Markup {
                 p.scenario { b { "Scenario" } ": " (title) }
             }
             @if let Some(e) = &data.expectation {
-                @let met = e.get("met").and_then(Value::as_bool);
-                p #expectation data-met=(met.map_or("unknown", |m| if m { "true" } else { "false" })) {
+                p #expectation data-met=(if e.met { "true" } else { "false" }) {
                     b { "Expectation" }
-                    @if let Some(mode) = e.get("mode").and_then(Value::as_str) { " (" (mode) ")" }
+                    " (" (e.mode.as_str()) ")"
                     ": "
-                    @match met {
-                        Some(true) => span.met { "met" },
-                        Some(false) => span.unmet { "not met" },
-                        None => span.muted { "not judged" },
-                    }
-                    @if let Some(why) = e.get("reason").and_then(Value::as_str) { " — " (why) }
-                    @if let Some(problem) = e.get("problem").and_then(Value::as_str) {
+                    @if e.met { span.met { "met" } } @else { span.unmet { "not met" } }
+                    " — " (e.reason)
+                    @if let Some(problem) = &e.problem {
                         br; "problem: " (problem)
                     }
                 }
             }
-            @if let Some(command) = command {
-                p { b { "Reproduce with" } @if let Some(seed) = seed { " (seed " (cell(seed)) ")" } ":" }
-                pre #command { code { (command) } }
+            @if let Some(test) = test {
+                p { b { "Reproduce with" } @if let Some(seed) = seed { " (seed " (seed) ")" } ":" }
+                pre #command { code { (test.command) } }
             }
             @match test {
-                Some(options) => {
+                Some(test) => {
                     h3 { "Options (test.json)" }
                     table #options {
-                        @for (key, value) in options.iter().filter(|(k, _)| k.as_str() != "command") {
-                            tr { th { (key) } td { code { (cell(value)) } } }
+                        @for (key, value) in flatten(&serde_json::to_value(test).unwrap_or(Value::Null)) {
+                            @if key != "command" {
+                                tr { th { (key) } td { code { (cell(&value)) } } }
+                            }
                         }
                     }
                 }
@@ -252,27 +225,49 @@ fn run_section(data: &RunData) -> Markup {
     }
 }
 
+/// A serialized record as rows: nested objects' keys joined with dots
+/// (`spec.plan.workload`), everything else a value.
+fn flatten(value: &Value) -> Vec<(String, Value)> {
+    fn walk(prefix: String, value: &Value, rows: &mut Vec<(String, Value)>) {
+        match value {
+            Value::Object(fields) if !fields.is_empty() => {
+                for (key, field) in fields {
+                    let name = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    walk(name, field, rows);
+                }
+            }
+            other => rows.push((prefix, other.clone())),
+        }
+    }
+    let mut rows = Vec::new();
+    walk(String::new(), value, &mut rows);
+    rows
+}
+
 /// The timeline link of an op index.
 fn op_link(index: u64) -> Markup {
     html! { a.op-link href=(format!("timeline.html#i{index}")) { "op " (index) } }
 }
 
-fn anomaly_item(anomaly: &Value) -> Markup {
-    let explanation = anomaly.get("explanation").and_then(Value::as_str);
+fn anomaly_item(anomaly: &Anomaly) -> Markup {
     let key = anomaly
-        .get("key")
-        .or_else(|| anomaly.get("partition"))
+        .key
+        .as_ref()
+        .or(anomaly.partition.as_ref())
         .filter(|k| !k.is_null());
-    let ops = anomaly.get("ops").and_then(Value::as_array);
     html! {
         li.anomaly {
             @if let Some(key) = key { code { (cell(key)) } ": " }
-            @match explanation {
+            @match &anomaly.explanation {
                 Some(text) => (text),
-                None => code { (cell(anomaly)) },
+                None => code { (cell(&serde_json::to_value(anomaly).unwrap_or(Value::Null))) },
             }
-            @if let Some(ops) = ops {
-                " " span.ops { @for op in ops { @if let Some(i) = op.as_u64() { (op_link(i)) } } }
+            @if !anomaly.ops.is_empty() {
+                " " span.ops { @for op in &anomaly.ops { @if let Some(i) = op.as_u64() { (op_link(i)) } } }
             }
         }
     }
@@ -285,7 +280,7 @@ fn anomalies_section(data: &RunData) -> Markup {
     let checkers: Vec<(&String, Vec<KindSummary>)> = results
         .checkers
         .iter()
-        .map(|(name, r)| (name, kinds(&r.report)))
+        .map(|(name, r)| (name, kinds(r)))
         .filter(|(_, k)| !k.is_empty())
         .collect();
     html! {
@@ -422,14 +417,15 @@ fn ops_section(data: &RunData) -> Markup {
 }
 
 fn stats_section(data: &RunData) -> Markup {
-    let Some(stats) = data.stats.as_ref().and_then(Value::as_object) else {
+    let Some(stats) = &data.stats else {
         return html! {};
     };
+    let rows = flatten(&serde_json::to_value(stats).unwrap_or(Value::Null));
     html! {
         section #stats {
             h2 { "Figures (stats.json)" }
             table {
-                @for (key, value) in stats {
+                @for (key, value) in &rows {
                     tr { th { (key) } td { code { (cell(value)) } } }
                 }
             }
@@ -545,11 +541,15 @@ mod tests {
             "anomalies": anomalies,
             "stats":{"anomalies":[{"kind":"lost-write","found":150,"counted":150,"reported":130}]}}}}});
         std::fs::write(dir.join("results.json"), results.to_string()).unwrap();
-        let test = json!({"name":"log","seed":42,"command":format!("harness test --seed 42 {HOSTILE}"),
-            "workload":"log","title":"Scenario <i>title</i>"});
-        std::fs::write(dir.join("test.json"), test.to_string()).unwrap();
-        let expectation = json!({"met":false,"mode":"buggy","reason":"expected lost-write"});
-        std::fs::write(dir.join("expectation.json"), expectation.to_string()).unwrap();
+        let test = crate::testing::workload_record(
+            "log",
+            42,
+            &format!("harness test --seed 42 {HOSTILE}"),
+            Some("Scenario <i>title</i>"),
+        );
+        std::fs::write(dir.join("test.json"), test).unwrap();
+        let expectation = crate::testing::expectation(false, "expected lost-write");
+        std::fs::write(dir.join("expectation.json"), expectation).unwrap();
         std::fs::create_dir_all(dir.join("nodes/n1")).unwrap();
         std::fs::write(dir.join("nodes/n1/broker.log"), "log").unwrap();
     }

@@ -15,16 +15,18 @@ use std::path::{Path, PathBuf};
 use history::{History, Op, OpType};
 use serde_json::Value;
 
+use store::{Expectation, RunFolder, RunStats, TestRecord};
+
 use crate::ReportError;
 
 /// What a run folder holds, loaded once.
 pub struct RunData {
     pub dir: PathBuf,
-    /// `test.json` (`Null` when absent).
-    pub test: serde_json::Value,
+    /// `test.json`.
+    pub test: Option<TestRecord>,
     pub results: Option<checkers::Results>,
-    pub stats: Option<serde_json::Value>,
-    pub expectation: Option<serde_json::Value>,
+    pub stats: Option<RunStats>,
+    pub expectation: Option<Expectation>,
     pub history: history::History,
     /// The history's operations, paired (empty when pairing failed).
     pub operations: Vec<history::Operation>,
@@ -39,28 +41,20 @@ pub struct RunData {
 impl RunData {
     pub fn load(dir: &Path) -> Result<RunData, ReportError> {
         let mut problems = Vec::new();
-        let mut optional = |name: &str| match read_optional_json(&dir.join(name)) {
-            Ok(value) => value,
-            Err(problem) => {
-                problems.push(problem);
-                None
-            }
-        };
-        let test = optional("test.json").unwrap_or(Value::Null);
-        let results_json = optional("results.json");
-        let stats = optional("stats.json");
-        let expectation = optional("expectation.json");
-        let results = match results_json {
-            None => None,
-            Some(value) => match serde_json::from_value::<checkers::Results>(value) {
-                Ok(results) => Some(results),
-                Err(e) => {
-                    problems.push(format!("results.json is not a checker result: {e}"));
-                    None
-                }
-            },
-        };
-        let history = history::jsonl::read_jsonl(&dir.join("history.jsonl"))?;
+        let folder = RunFolder::open(dir);
+        let test = folder
+            .read_test()
+            .unwrap_or_else(|e| note(&mut problems, e));
+        let results = folder
+            .read_results()
+            .unwrap_or_else(|e| note(&mut problems, e));
+        let stats = folder
+            .read_stats()
+            .unwrap_or_else(|e| note(&mut problems, e));
+        let expectation = folder
+            .read_expectation()
+            .unwrap_or_else(|e| note(&mut problems, e));
+        let history = history::jsonl::read_jsonl(&folder.history())?;
         if let Some(torn) = &history.torn_tail {
             problems.push(format!(
                 "the history's last line ({torn}) was cut short, as by a killed writer; it was dropped"
@@ -70,7 +64,7 @@ impl RunData {
             Ok(operations) => (operations, None),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
-        let nodes = list_nodes(&dir.join("nodes"));
+        let nodes = list_nodes(&folder.nodes());
         Ok(RunData {
             dir: dir.to_path_buf(),
             test,
@@ -87,8 +81,8 @@ impl RunData {
 
     /// The run's name: `test.json`'s `name`, else the folder's parent's name.
     pub fn name(&self) -> String {
-        if let Some(name) = self.test.get("name").and_then(Value::as_str) {
-            return name.to_string();
+        if let Some(test) = &self.test {
+            return test.name().to_string();
         }
         let canonical = self.dir.canonicalize().unwrap_or_else(|_| self.dir.clone());
         canonical
@@ -104,20 +98,11 @@ impl RunData {
     }
 }
 
-/// Reads `path` as JSON: `Ok(None)` when it does not exist, `Err` with a sentence when
-/// it exists but cannot be read or parsed.
-fn read_optional_json(path: &Path) -> Result<Option<Value>, String> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| format!("{name} is not valid JSON: {e}")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{name} could not be read: {e}")),
-    }
+/// A run-folder file that is there but cannot be used becomes a note; the page goes on
+/// without it.
+fn note<T>(problems: &mut Vec<String>, error: store::FolderError) -> Option<T> {
+    problems.push(error.to_string());
+    None
 }
 
 /// The sub-folders of `nodes`, in natural order; none when it does not exist.
@@ -370,9 +355,9 @@ pub(crate) mod tests {
         let why = data.pairing_error.as_deref().unwrap();
         assert!(why.contains("no invocation"), "{why}");
         assert!(data.results.is_none());
-        assert!(data.problems[0].starts_with("results.json is not valid JSON"));
+        assert!(data.problems[0].starts_with("results.json is not a valid checker result"));
         assert_eq!(data.nodes, vec!["n2", "n10"]);
-        assert_eq!(data.test, Value::Null);
+        assert!(data.test.is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
