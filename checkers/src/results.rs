@@ -135,6 +135,11 @@ impl CheckerResult {
             .collect()
     }
 
+    /// The report as the linearizability checker writes it, if it is one.
+    pub fn linear_report(&self) -> Option<crate::linear::LinearReport> {
+        crate::linear::LinearReport::deserialize(&self.report).ok()
+    }
+
     /// Why the checker could not decide, if its report says (`reason`, else `error`).
     pub fn reason(&self) -> Option<String> {
         let view = self.view();

@@ -143,6 +143,22 @@ impl Op {
         }
     }
 
+    /// For keyed workloads: `value.key` as text, borrowed when it is a string (numbers
+    /// are printed); `None` for an unkeyed op or a null key.
+    pub fn key_text(&self) -> Option<std::borrow::Cow<'_, str>> {
+        match self.value.get("key")? {
+            Value::String(s) => Some(std::borrow::Cow::Borrowed(s.as_str())),
+            Value::Null => None,
+            other => Some(std::borrow::Cow::Owned(other.to_string())),
+        }
+    }
+
+    /// The op's value without its key: `value.value` of a `{"key", "value"}` value
+    /// (null when absent), the whole value of an unkeyed op.
+    pub fn payload(&self) -> &Value {
+        payload(&self.value)
+    }
+
     /// For keyed workloads: `value.key` as a string (numbers are printed).
     pub fn key(&self) -> Option<String> {
         match self.value.get("key")? {
@@ -150,5 +166,15 @@ impl Op {
             Value::Null => None,
             other => Some(other.to_string()),
         }
+    }
+}
+
+/// A value without its key: `value` of a `{"key", "value"}` value (null when absent),
+/// the value itself otherwise.
+pub fn payload(value: &Value) -> &Value {
+    static NULL: Value = Value::Null;
+    match value.get("key") {
+        Some(_) => value.get("value").unwrap_or(&NULL),
+        None => value,
     }
 }

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::grudge::{Grudge, Ports};
@@ -131,4 +131,21 @@ pub trait Journal: Send + Sync {
         value: Value,
         error: Option<String>,
     ) -> Result<(), JournalError>;
+}
+
+/// The parts of a nemesis op's value that readers of a history use: the package whose
+/// step it is and, for failpoint steps, the failpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct FaultValue {
+    #[serde(default)]
+    pub package: Option<String>,
+    #[serde(default)]
+    pub point: Option<String>,
+}
+
+impl FaultValue {
+    /// What `value` says (nothing, for a value of another shape).
+    pub fn of(value: &serde_json::Value) -> FaultValue {
+        FaultValue::deserialize(value).unwrap_or_default()
+    }
 }

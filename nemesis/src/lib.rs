@@ -29,7 +29,9 @@ pub mod runner;
 pub mod schedule;
 pub mod target;
 
-pub use control::{AdminAction, BoxFuture, ClusterControl, ControlError, Journal, JournalError};
+pub use control::{
+    AdminAction, BoxFuture, ClusterControl, ControlError, FaultValue, Journal, JournalError,
+};
 pub use grudge::{Grudge, Ports, Shape};
 pub use package::{PackageInfo, PackageKind};
 pub use roles::{PartitionRoles, Roles};

@@ -19,8 +19,10 @@
 //! figure says how many were left out. Linear in the history otherwise: a million ops
 //! take well under a second.
 
+use checkers::linear::LinearReport;
 use history::{History, Outcome, Process};
 use maud::{html, Markup};
+use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -75,37 +77,23 @@ impl Failure {
     /// `None` when the report shows no failure. Accepts the checker's result as well
     /// (`{"verdict", "report": {...}}`).
     fn parse(report: &Value) -> Option<Failure> {
-        let report = match report.get("failure") {
-            Some(_) => report,
-            None => report.get("report")?,
-        };
-        let failure = report.get("failure").filter(|f| f.is_object())?;
-        let indexes = |value: Option<&Value>| -> Vec<u64> {
-            value
-                .and_then(Value::as_array)
-                .map(|list| list.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default()
-        };
-        let partials = failure
-            .get("partial_linearizations")
-            .and_then(Value::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(|p| {
-                        let op = p.get("op")?.as_u64()?;
-                        let len = p.get("linearization").and_then(Value::as_array);
-                        Some((op, len.map_or(0, Vec::len)))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let report = LinearReport::deserialize(report).ok().or_else(|| {
+            checkers::CheckerResult::deserialize(report)
+                .ok()?
+                .linear_report()
+        })?;
+        let failure = report.failure?;
         Some(Failure {
-            model: text(report.get("model")).unwrap_or_default(),
-            key: text(failure.get("key")),
-            prefix: indexes(failure.get("longest_prefix")),
-            unplaced: failure.get("unplaced")?.as_u64()?,
-            description: text(failure.get("unplaced_description")).unwrap_or_default(),
-            partials,
+            model: report.model.name().to_string(),
+            key: failure.key,
+            prefix: failure.longest_prefix,
+            unplaced: failure.unplaced,
+            description: failure.unplaced_description,
+            partials: failure
+                .partial_linearizations
+                .iter()
+                .map(|p| (p.op, p.linearization.len()))
+                .collect(),
         })
     }
 
@@ -124,15 +112,6 @@ impl Failure {
             "register" | "cas-register" | "etcd" => "the register",
             _ => "the state",
         }
-    }
-}
-
-/// A string, or any other non-null JSON value printed.
-fn text(value: Option<&Value>) -> Option<String> {
-    match value? {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
     }
 }
 
@@ -573,15 +552,6 @@ fn caption(
     )
 }
 
-/// An op's value without its key (`{"key", "value"}` values).
-fn payload(value: &Value) -> &Value {
-    static NULL: Value = Value::Null;
-    match value.get("key") {
-        Some(_) => value.get("value").unwrap_or(&NULL),
-        None => value,
-    }
-}
-
 /// A value as labels show it, cut short.
 fn show(value: &Value, model: &str) -> String {
     let text = match value {
@@ -607,9 +577,9 @@ fn labels(history: &History, op: &KeyOp, model: &str) -> (String, String) {
     let Some(invoke) = history.ops.get(op.invoke) else {
         return (format!("op {}", op.index), format!("op {}", op.index));
     };
-    let argument = payload(&invoke.value);
+    let argument = invoke.payload();
     let result = match (op.outcome, op.completion) {
-        (Outcome::Ok, Some(c)) => history.ops.get(c).map(|done| payload(&done.value)),
+        (Outcome::Ok, Some(c)) => history.ops.get(c).map(|done| done.payload()),
         _ => None,
     };
     let returned = || format!("→ {}", result.map_or("?".to_string(), |r| show(r, model)));

@@ -321,19 +321,17 @@ fn linear_section(data: &RunData) -> Markup {
     else {
         return html! {};
     };
-    let failure = result.report.get("failure").filter(|f| !f.is_null());
+    let failure = result.linear_report().and_then(|report| report.failure);
     let drawing = crate::linear::draw(&data.history, &result.report);
     html! {
         section #linear {
             h2 { "Why it is not linearizable" }
             @if let Some(failure) = failure {
                 p {
-                    @if let Some(key) = failure.get("key").filter(|k| !k.is_null()) { "Key " code { (cell(key)) } ": " }
-                    @if let Some(op) = failure.get("unplaced").and_then(Value::as_u64) { (op_link(op)) " could not be placed" }
-                    @if let Some(what) = failure.get("unplaced_description").and_then(Value::as_str) { " (" (what) ")" }
-                    @if let Some(prefix) = failure.get("longest_prefix").and_then(Value::as_array) {
-                        " after a linearizable prefix of " (prefix.len()) " ops"
-                    }
+                    @if let Some(key) = &failure.key { "Key " code { (key) } ": " }
+                    (op_link(failure.unplaced)) " could not be placed"
+                    " (" (failure.unplaced_description) ")"
+                    " after a linearizable prefix of " (failure.longest_prefix.len()) " ops"
                     "."
                 }
             }

@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 
 use history::{History, OpType, Operation, Outcome, Process};
 use maud::{html, Markup};
+use nemesis::FaultValue;
 use nemesis::PackageKind;
 use serde_json::Value;
 
@@ -128,12 +129,13 @@ fn classify(op: &NemesisOp) -> (String, &'static str, String, Role) {
         };
         return (label, info.colour, info.name.to_string(), role);
     }
-    let point = op.value.get("point").and_then(Value::as_str).unwrap_or("");
+    let fault = FaultValue::of(op.value);
+    let point = fault.point.as_deref().unwrap_or("");
     match op.f {
         "failpoint" => ("failpoint".into(), admin, point.into(), Role::Start),
         "release-failpoint" => ("failpoint".into(), admin, point.into(), Role::Stop),
         f => {
-            let package = op.value.get("package").and_then(Value::as_str);
+            let package = fault.package.as_deref();
             match package.and_then(|p| p.parse::<PackageKind>().ok()) {
                 Some(kind) => (
                     kind.info().label.into(),
@@ -175,7 +177,7 @@ pub fn fault_periods(history: &History) -> Vec<FaultPeriod> {
                     open.entry((lane.clone(), key))
                 {
                     slot.insert(periods.len());
-                    let what = match op.value.get("point").and_then(Value::as_str) {
+                    let what = match FaultValue::of(op.value).point {
                         Some(point) => format!("{} {point}", op.f),
                         None => op.f.to_string(),
                     };

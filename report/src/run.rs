@@ -8,14 +8,13 @@
 //! pair leaves [`RunData::operations`] empty with the reason in
 //! [`RunData::pairing_error`]. Only an unreadable history is an error.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use history::{History, Op, OpType};
-use serde_json::Value;
+use history::{History, OpType};
 
 use store::{Expectation, RunFolder, RunStats, TestRecord};
+use workloads::log::ReadValue;
 
 use crate::ReportError;
 
@@ -126,15 +125,6 @@ fn natural_key(name: &str) -> (&str, u64, &str) {
     (stem, number, name)
 }
 
-/// The key of a keyed op (`value.key`), borrowed when it is a string.
-pub fn op_key(op: &Op) -> Option<Cow<'_, str>> {
-    match op.value.get("key")? {
-        Value::String(s) => Some(Cow::Borrowed(s.as_str())),
-        Value::Null => None,
-        other => Some(Cow::Owned(other.to_string())),
-    }
-}
-
 /// How many client entries of one `f` the history holds, by type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OpCounts {
@@ -197,7 +187,7 @@ pub fn partitions(history: &History) -> Vec<PartitionSummary> {
         if op.kind != OpType::Ok || !op.process.is_client() {
             continue;
         }
-        let Some(key) = op_key(op) else { continue };
+        let Some(key) = op.key_text() else { continue };
         let (summary, last) = match by_key.get_mut(key.as_ref()) {
             Some(entry) => entry,
             None => by_key.entry(key.to_string()).or_insert_with(|| {
@@ -209,9 +199,11 @@ pub fn partitions(history: &History) -> Vec<PartitionSummary> {
             }),
         };
         summary.ok_ops += 1;
-        if op.f == "read" && op.value.get("final").and_then(Value::as_bool) == Some(true) {
-            let length = final_read_length(&op.value);
-            summary.final_length = Some(summary.final_length.unwrap_or(0).max(length));
+        if op.f == "read" {
+            if let Some(read) = ReadValue::of(&op.value).filter(|r| r.is_final) {
+                let length = read.end();
+                summary.final_length = Some(summary.final_length.unwrap_or(0).max(length));
+            }
         }
         let Some(node) = op.node.as_deref() else {
             continue;
@@ -230,26 +222,11 @@ pub fn partitions(history: &History) -> Vec<PartitionSummary> {
     by_key.into_values().map(|(summary, _)| summary).collect()
 }
 
-/// Highest offset + 1 among a read's `records` (`[[offset, value], ...]`); 0 if none.
-fn final_read_length(value: &Value) -> u64 {
-    value
-        .get("records")
-        .and_then(Value::as_array)
-        .map(|records| {
-            records
-                .iter()
-                .filter_map(|r| r.get(0).and_then(Value::as_u64))
-                .map(|offset| offset + 1)
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use history::Process;
+    use history::{Op, Process};
+    use serde_json::Value;
     use serde_json::json;
     use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -110,6 +110,32 @@ async fn append(
     }
 }
 
+/// A read's value as the history holds it: whether it is a final read, and the
+/// records it returned as `[offset, value]` pairs.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct ReadValue {
+    #[serde(default, rename = "final")]
+    pub is_final: bool,
+    #[serde(default)]
+    pub records: Vec<(u64, Value)>,
+}
+
+impl ReadValue {
+    /// What a read's value says; `None` for a value of another shape.
+    pub fn of(value: &Value) -> Option<ReadValue> {
+        serde::Deserialize::deserialize(value).ok()
+    }
+
+    /// One past the highest offset returned (0 when none).
+    pub fn end(&self) -> u64 {
+        self.records
+            .iter()
+            .map(|(offset, _)| offset + 1)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// What one read asks for.
 pub struct ReadSpec {
     pub partition: u32,

@@ -147,7 +147,7 @@ pub enum LinearError {
     TooLarge { ops: usize, max: usize },
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinearReport {
     pub verdict: Verdict,
     pub model: ModelKind,
@@ -163,7 +163,7 @@ pub struct LinearReport {
 }
 
 /// Where a partition that is not linearizable got stuck.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinearFailure {
     /// The partition's key (keyed histories) or keys joined by `,` (multi-register).
     pub key: Option<String>,
@@ -177,7 +177,7 @@ pub struct LinearFailure {
     pub partial_linearizations: Vec<PartialLinearization>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PartialLinearization {
     /// `Op.index` of the op's invocation.
     pub op: u64,
