@@ -245,3 +245,189 @@ fn positive_duration(flag: &str, text: &str) -> Result<std::time::Duration> {
         Err(reason) => bail!("{flag} {text}: {reason}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    /// `harness test`'s options on their own.
+    #[derive(Parser)]
+    struct TestCommand {
+        #[command(flatten)]
+        test: TestArgs,
+    }
+
+    fn parse(argv: &[String]) -> Result<TestSpec, String> {
+        // argv[0] is `harness`, argv[1] `test`: clap wants a program name first.
+        let parsed = TestCommand::try_parse_from(&argv[1..]).map_err(|e| e.to_string())?;
+        parsed.test.to_spec().map_err(|e| format!("{e:#}"))
+    }
+
+    fn duration() -> impl Strategy<Value = Duration> {
+        (0u64..100_000, 0u32..1_000_000_000)
+            .prop_map(|(secs, nanos)| Duration::new(secs, nanos))
+            .prop_filter("positive", |d| !d.is_zero())
+    }
+
+    fn targets(nodes: u32) -> impl Strategy<Value = Vec<TargetSpec>> {
+        let named = proptest::collection::btree_set(1..=nodes, 1..3)
+            .prop_map(|ns| TargetSpec::Nodes(ns.into_iter().map(|n| format!("n{n}")).collect()));
+        let role = proptest::sample::select(TargetSpec::defaults());
+        proptest::collection::vec(prop_oneof![role, named], 1..4)
+    }
+
+    fn backend() -> impl Strategy<Value = BackendSpec> {
+        let path = "[a-z][a-z0-9 ._-]{0,12}".prop_map(PathBuf::from);
+        let ssh = (
+            prop_oneof![
+                path.clone().prop_map(HostsSource::NodesFile),
+                Just(HostsSource::Vagrant)
+            ],
+            proptest::option::of(path.clone()),
+            proptest::option::of(path.clone()),
+            proptest::option::of(proptest::sample::select(HostKeyPolicy::ALL.to_vec())),
+            prop_oneof![Just(PathBuf::from(store::spec::DEFAULT_REMOTE_DIR)), path],
+        )
+            .prop_map(|(hosts, key, config, host_keys, remote_dir)| {
+                BackendSpec::Ssh(SshSpec {
+                    hosts,
+                    key,
+                    config,
+                    host_keys,
+                    remote_dir,
+                })
+            });
+        prop_oneof![Just(BackendSpec::Netns), ssh]
+    }
+
+    fn spec() -> impl Strategy<Value = TestSpec> {
+        (1u32..=32)
+            .prop_flat_map(|nodes| {
+                (
+                    Just(nodes),
+                    1..=nodes,
+                    targets(nodes),
+                    proptest::sample::subsequence(PackageKind::ALL.to_vec(), 0..=5),
+                    (duration(), duration(), any::<bool>()),
+                    (1usize..500, 0u32..100_000, 1u32..=1000),
+                    (any::<u64>(), any::<bool>(), "[a-z][a-z0-9_-]{0,10}"),
+                    (
+                        proptest::collection::vec("KAFKA-[0-9]{4}", 0..3),
+                        proptest::collection::vec("[a-z_]{1,8}=[0-9]{1,4}", 0..3),
+                    ),
+                    (
+                        backend(),
+                        proptest::option::of("[a-z/]{1,12}"),
+                        "[a-z][a-z/]{0,10}",
+                    ),
+                )
+            })
+            .prop_map(
+                |(
+                    nodes,
+                    replication_factor,
+                    targets,
+                    packages,
+                    (interval, time_limit, wipe),
+                    (concurrency, rate_tenths, partitions),
+                    (seed, register, name),
+                    (bugs, config),
+                    (backend, broker_bin, store),
+                )| {
+                    let workload = if register {
+                        workloads::WorkloadKind::Register
+                    } else {
+                        workloads::WorkloadKind::Log
+                    };
+                    TestSpec {
+                        name,
+                        store: PathBuf::from(store),
+                        seed,
+                        backend,
+                        broker_bin: broker_bin.map(PathBuf::from),
+                        brokers: BrokerSettings { bugs, config },
+                        plan: Plan::Workload(WorkloadPlan {
+                            nodes,
+                            workload,
+                            nemesis: NemesisSpec {
+                                packages,
+                                interval,
+                                targets,
+                                wipe,
+                            },
+                            time_limit,
+                            concurrency,
+                            rate: f64::from(rate_tenths) / 10.0,
+                            partitions,
+                            replication_factor,
+                        }),
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// What `test.json` says runs the test again: spec → argv → spec.
+        #[test]
+        fn a_spec_survives_its_command_line(spec in spec()) {
+            let argv = spec.to_argv();
+            prop_assert_eq!(parse(&argv), Ok(spec), "{:?}", argv);
+        }
+    }
+
+    #[test]
+    fn defaults_give_the_readme_test() {
+        let spec = parse(&["harness".into(), "test".into(), "--seed".into(), "1".into()])
+            .expect("defaults are valid");
+        let Plan::Workload(plan) = &spec.plan else {
+            panic!("a workload test");
+        };
+        assert_eq!(plan.nodes, 5);
+        assert_eq!(plan.time_limit, Duration::from_secs(60));
+        assert_eq!(plan.nemesis.interval, Duration::from_secs(10));
+        assert!(plan.nemesis.packages.is_empty());
+        assert_eq!(spec.name, "log");
+        assert_eq!(spec.backend, BackendSpec::Netns);
+        assert_eq!(
+            spec.command_line(),
+            "harness test --nodes 5 --workload log --nemesis none --nemesis-interval 10s \
+             --nemesis-targets one,minority,majority,all,leaders,controller,meta-leader \
+             --nemesis-wipe true --time-limit 60s --concurrency 10 --rate 500 --partitions 4 \
+             --replication-factor 3 --seed 1"
+        );
+    }
+
+    #[test]
+    fn durations_take_the_one_grammar() {
+        let argv = |limit: &str| -> Vec<String> {
+            [
+                "harness",
+                "test",
+                "--time-limit",
+                limit,
+                "--nemesis-interval",
+                "500ms",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        for (text, secs) in [("90", 90.0), ("1m30s", 90.0), ("2.5s", 2.5)] {
+            let spec = parse(&argv(text)).expect(text);
+            let Plan::Workload(plan) = spec.plan else {
+                panic!("a workload test");
+            };
+            assert_eq!(plan.time_limit.as_secs_f64(), secs, "{text}");
+            assert_eq!(plan.nemesis.interval, Duration::from_millis(500));
+        }
+        let error = parse(&argv("0s")).expect_err("zero");
+        assert!(
+            error.contains("--time-limit 0s: must be a positive duration"),
+            "{error}"
+        );
+        let error = parse(&argv("soon")).expect_err("words");
+        assert!(error.contains("--time-limit soon"), "{error}");
+    }
+}

@@ -226,8 +226,8 @@ pub fn partitions(history: &History) -> Vec<PartitionSummary> {
 pub(crate) mod tests {
     use super::*;
     use history::{Op, Process};
-    use serde_json::Value;
     use serde_json::json;
+    use serde_json::Value;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     /// A fresh empty folder under the system's temp dir.

@@ -15,8 +15,10 @@ use anyhow::Result;
 use report::nightly::{detect_median, DetectResult, DetectSeed, Status};
 use rng::Rng;
 
+use super::args::NightlyArgs;
+use super::cells::run_cell;
 use super::matrix::{self, Cell};
-use super::{run_cell, Night, NightlyArgs};
+use super::night::Night;
 
 /// The longest client phase of a detection run: short runs mean more fresh clusters
 /// and more fault sequences per hour.
