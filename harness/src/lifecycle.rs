@@ -110,10 +110,29 @@ impl Finished {
     }
 }
 
-/// Runs one test of any kind; an `Err` names the run folder when there is one.
-pub async fn run<P: Phases>(spec: &TestSpec, phases: &P) -> Result<Finished> {
+/// The broker binary of a test: as the user named it (what the reproduce line says;
+/// `None`: this workspace's) and the file that runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broker {
+    pub given: Option<PathBuf>,
+    pub path: PathBuf,
+}
+
+impl Broker {
+    /// The broker the user named (made absolute), or this workspace's, built.
+    pub fn resolve(given: Option<&Path>) -> Result<Broker> {
+        Ok(Broker {
+            given: given.map(Path::to_path_buf),
+            path: broker_binary(given)?,
+        })
+    }
+}
+
+/// Runs one test of any kind with `broker`; an `Err` names the run folder when there
+/// is one.
+pub async fn run<P: Phases>(spec: &TestSpec, phases: &P, broker: &Broker) -> Result<Finished> {
     let began = Instant::now();
-    let broker_bin = broker_binary(spec.broker_bin.as_deref())?;
+    let broker_bin = broker.path.clone();
     let folder = RunFolder::create(&spec.store, &spec.name)?;
     run_in(spec, phases, &broker_bin, &folder, began)
         .await
@@ -302,7 +321,7 @@ pub fn add_availability(
 
 /// The broker to run: the one given (made absolute), or this workspace's, built with
 /// its failpoints.
-pub fn broker_binary(given: Option<&Path>) -> Result<PathBuf> {
+fn broker_binary(given: Option<&Path>) -> Result<PathBuf> {
     match given {
         Some(path) => {
             if !path.is_file() {

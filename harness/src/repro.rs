@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::lifecycle::broker_binary;
+use crate::lifecycle::Broker;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
 use clap::Args;
@@ -74,7 +74,7 @@ pub fn run(args: &ReproArgs) -> Result<i32> {
         }
         return Ok(0);
     }
-    let broker_bin = broker_binary(args.broker_bin.as_deref())?;
+    let broker = Broker::resolve(args.broker_bin.as_deref())?;
     let plays: Vec<(&Scenario, Mode)> = if args.all {
         scenarios
             .iter()
@@ -100,7 +100,7 @@ pub fn run(args: &ReproArgs) -> Result<i32> {
                 mode.as_str()
             );
         }
-        let outcome = runtime.block_on(play(scenario, *mode, &args.store, &broker_bin))?;
+        let outcome = runtime.block_on(play(scenario, *mode, &args.store, &broker))?;
         print_outcome(&outcome);
         outcomes.push(outcome);
     }

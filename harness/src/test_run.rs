@@ -34,7 +34,7 @@ use workloads::WorkloadOptions;
 use crate::check::CheckSettings;
 use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
-use crate::lifecycle::{self, Phases, Ran, TOPIC};
+use crate::lifecycle::{self, Broker, Phases, Ran, TOPIC};
 
 /// How long the cluster may take to form and serve the topic.
 const SERVING_TIMEOUT: Duration = Duration::from_secs(90);
@@ -55,7 +55,8 @@ pub fn run(spec: &TestSpec) -> Result<i32> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let outcome = runtime.block_on(execute(spec))?;
+    let broker = Broker::resolve(spec.broker_bin.as_deref())?;
+    let outcome = runtime.block_on(execute(spec, &broker))?;
     Ok(outcome.verdict.exit_code())
 }
 
@@ -76,7 +77,7 @@ pub struct TestOutcome {
 /// Runs one workload test (a spec with a workload plan, validated), printing its
 /// progress and summary as `harness test` does; an `Err` is a failure of the harness or
 /// the cluster (no verdict).
-pub async fn execute(spec: &TestSpec) -> Result<TestOutcome> {
+pub async fn execute(spec: &TestSpec, broker: &Broker) -> Result<TestOutcome> {
     let store::Plan::Workload(plan) = &spec.plan else {
         anyhow::bail!("internal: `harness test` runs workload plans, not scenarios");
     };
@@ -84,7 +85,7 @@ pub async fn execute(spec: &TestSpec) -> Result<TestOutcome> {
         plan: plan.clone(),
         seed: spec.seed,
     };
-    let finished = lifecycle::run(spec, &test).await?;
+    let finished = lifecycle::run(spec, &test, broker).await?;
     let stats = &finished.stats;
     crate::check::print_summary(&finished.checked);
     print_availability(stats);

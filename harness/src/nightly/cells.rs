@@ -1,7 +1,6 @@
 //! One random test of the night: a matrix cell as a [`TestSpec`], run, and what it came
 //! to as a row of the summary.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -12,21 +11,17 @@ use store::{BrokerSettings, Plan, TestSpec};
 use super::args::NightlyArgs;
 use super::matrix::Cell;
 use super::night::Night;
+use crate::lifecycle::Broker;
 use crate::test_run::{self, TestOutcome};
 
 /// The test of a cell in this night's store and backend, with these bug switches.
-pub fn cell_spec(
-    args: &NightlyArgs,
-    cell: &Cell,
-    bugs: &[String],
-    broker_bin: &Path,
-) -> Result<TestSpec> {
+pub fn cell_spec(args: &NightlyArgs, cell: &Cell, bugs: &[String]) -> Result<TestSpec> {
     let spec = TestSpec {
         name: format!("nightly-{}", cell.workload),
         store: args.store.clone(),
         seed: cell.seed,
         backend: args.backend.to_spec()?,
-        broker_bin: Some(broker_bin.to_path_buf()),
+        broker_bin: args.broker_bin.clone(),
         brokers: BrokerSettings {
             bugs: bugs.to_vec(),
             config: cell.broker_config(),
@@ -43,15 +38,15 @@ pub fn run_cell(
     args: &NightlyArgs,
     night: &mut Night,
     runtime: &tokio::runtime::Runtime,
-    broker_bin: &Path,
+    broker: &Broker,
     id: String,
     cell: &Cell,
     bugs: &[String],
 ) -> Result<NightlyRun> {
-    let spec = cell_spec(args, cell, bugs, broker_bin)?;
+    let spec = cell_spec(args, cell, bugs)?;
     eprintln!("\n[{id}] harness test {}", cell.description());
     let began = Instant::now();
-    let outcome = runtime.block_on(test_run::execute(&spec));
+    let outcome = runtime.block_on(test_run::execute(&spec, broker));
     let secs = began.elapsed().as_secs_f64();
     night.record_overhead(secs - cell.time_limit_secs);
     Ok(matrix_run(id, cell, &spec, outcome, secs))

@@ -8,7 +8,6 @@
 //! A cell starts only while its shortest client phase fits in what is left of the
 //! seed's limit and of the night's budget.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -19,6 +18,7 @@ use super::args::NightlyArgs;
 use super::cells::run_cell;
 use super::matrix::{self, Cell};
 use super::night::Night;
+use crate::lifecycle::Broker;
 
 /// The longest client phase of a detection run: short runs mean more fresh clusters
 /// and more fault sequences per hour.
@@ -39,7 +39,7 @@ pub fn run(
     bugs: &[String],
     night: &mut Night,
     runtime: &tokio::runtime::Runtime,
-    broker_bin: &Path,
+    broker: &Broker,
 ) -> Result<()> {
     let limit = args.detect_limit.as_secs_f64();
     'bugs: for bug in bugs {
@@ -78,7 +78,7 @@ pub fn run(
                     args,
                     night,
                     runtime,
-                    broker_bin,
+                    broker,
                     id.clone(),
                     &cell,
                     std::slice::from_ref(bug),

@@ -23,6 +23,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use report::nightly::{NightlyRun, RunKind, Status};
 
+use crate::lifecycle::Broker;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
 pub use args::{NightlyArgs, BUG_SWITCHES};
@@ -51,17 +52,17 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
     // Check the shared test options once (a bad --nodes-file is found now, not per run).
     let max_nodes = available_nodes(args)?;
     let probe = Cell::draw(&mut Rng::new(1), 30.0, max_nodes);
-    cell_spec(args, &probe, &args.regressions, Path::new("/nonexistent"))?;
+    cell_spec(args, &probe, &args.regressions)?;
     let scenarios = if args.detect || args.no_repro {
         Vec::new()
     } else {
         let dir = args.scenarios.clone().unwrap_or_else(scenario::default_dir);
         scenario::load_all(&dir)?
     };
-    let broker_bin = crate::lifecycle::broker_binary(args.broker_bin.as_deref())?;
+    let broker = Broker::resolve(args.broker_bin.as_deref())?;
     let seed = args.seed.unwrap_or_else(crate::lifecycle::random_seed);
     let night_dir = create_night_dir(&args.store)?;
-    let mut night = Night::new(args, seed, &broker_bin, night_dir)?;
+    let mut night = Night::new(args, seed, &broker.path, night_dir)?;
     night.max_nodes = max_nodes;
     println!("night: {}", night.dir.display());
     println!("seed: {seed}");
@@ -70,10 +71,10 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
         .build()
         .context("cannot start the async runtime")?;
     if args.detect {
-        detect::run(args, &bugs, &mut night, &runtime, &broker_bin)?;
+        detect::run(args, &bugs, &mut night, &runtime, &broker)?;
     } else {
-        run_reproductions(&scenarios, &mut night, &runtime, &broker_bin, &args.store)?;
-        run_matrix(args, &mut night, &runtime, &broker_bin)?;
+        run_reproductions(&scenarios, &mut night, &runtime, &broker, &args.store)?;
+        run_matrix(args, &mut night, &runtime, &broker)?;
     }
     night.finish()?;
     Ok(night.exit_code())
@@ -131,7 +132,7 @@ fn run_reproductions(
     scenarios: &[Scenario],
     night: &mut Night,
     runtime: &tokio::runtime::Runtime,
-    broker_bin: &Path,
+    broker: &Broker,
     store: &Path,
 ) -> Result<()> {
     for scenario in scenarios {
@@ -139,7 +140,7 @@ fn run_reproductions(
             let id = format!("repro-{}-{}", scenario.name, mode.as_str());
             eprintln!("\n[{id}]");
             let began = Instant::now();
-            let played = runtime.block_on(play(scenario, mode, store, broker_bin));
+            let played = runtime.block_on(play(scenario, mode, store, broker));
             let secs = began.elapsed().as_secs_f64();
             night.add(repro_run(id, scenario, mode, played, secs))?;
         }
@@ -203,7 +204,7 @@ fn run_matrix(
     args: &NightlyArgs,
     night: &mut Night,
     runtime: &tokio::runtime::Runtime,
-    broker_bin: &Path,
+    broker: &Broker,
 ) -> Result<()> {
     let mut rng = Rng::new(night.summary.seed);
     let mut number = 0;
@@ -225,7 +226,7 @@ fn run_matrix(
             args,
             night,
             runtime,
-            broker_bin,
+            broker,
             format!("m{number:03}"),
             &cell,
             &args.regressions,

@@ -27,7 +27,7 @@ use super::{Acks, Cut, OnTimeout, Scenario, Sending, StepKind};
 use crate::check::CheckSettings;
 use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
-use crate::lifecycle::{self, Judged, Phases, Ran};
+use crate::lifecycle::{self, Broker, Judged, Phases, Ran};
 use store::{
     BackendSpec, BrokerSettings, Expectation, PartitionAvailability, Plan, RunFolder, RunStats,
     ScenarioInfo, ScenarioPlan, TestSpec,
@@ -52,7 +52,7 @@ pub use store::Mode;
 /// What one play of a scenario came to (its `expectation.json`).
 pub type PlayOutcome = store::Expectation;
 
-/// Plays `scenario` in `mode` with `broker_bin`, storing the run under `store`.
+/// Plays `scenario` in `mode` with `broker`, storing the run under `store`.
 /// Errors only when the harness itself fails (nodes cannot be set up, the history
 /// cannot be written or checked); a scenario that could not play out is an outcome with
 /// a `problem`, judged not met.
@@ -60,10 +60,10 @@ pub async fn play(
     scenario: &Scenario,
     mode: Mode,
     store: &Path,
-    broker_bin: &Path,
+    broker: &Broker,
 ) -> Result<PlayOutcome> {
-    let spec = scenario_spec(scenario, mode, store, broker_bin);
-    let finished = lifecycle::run(&spec, &ScenarioTest { scenario, mode }).await?;
+    let spec = scenario_spec(scenario, mode, store, broker.given.as_deref());
+    let finished = lifecycle::run(&spec, &ScenarioTest { scenario, mode }, broker).await?;
     finished
         .expectation
         .ok_or_else(|| anyhow!("internal: a scenario's run came back without its expectation"))
@@ -71,7 +71,12 @@ pub async fn play(
 
 /// The test that plays `scenario` in `mode`: the brokers' switches and settings of the
 /// mode, always on network namespaces.
-pub fn scenario_spec(scenario: &Scenario, mode: Mode, store: &Path, broker_bin: &Path) -> TestSpec {
+pub fn scenario_spec(
+    scenario: &Scenario,
+    mode: Mode,
+    store: &Path,
+    broker_bin: Option<&Path>,
+) -> TestSpec {
     let (bugs, config) = match mode {
         Mode::Buggy => (
             scenario.switch.bugs.clone(),
@@ -98,7 +103,7 @@ pub fn scenario_spec(scenario: &Scenario, mode: Mode, store: &Path, broker_bin: 
         store: store.to_path_buf(),
         seed: 0,
         backend: BackendSpec::Netns,
-        broker_bin: Some(broker_bin.to_path_buf()),
+        broker_bin: broker_bin.map(Path::to_path_buf),
         brokers: BrokerSettings { bugs, config },
         plan,
     }
