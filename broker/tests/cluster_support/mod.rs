@@ -191,6 +191,41 @@ impl ProcessCluster {
         None
     }
 
+    /// Waits until every broker of the cluster is registered (listed in `/v1/metadata`):
+    /// brokers register with the controller on their own schedule, a learner of the
+    /// quorum possibly after the topic already serves. Fails after `timeout` with the last
+    /// metadata seen and the brokers' logs.
+    pub async fn wait_registered(&self, timeout: Duration) {
+        let want: Vec<BrokerId> = self.ids();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let metadata = self.metadata().await;
+            let registered: Vec<BrokerId> = metadata
+                .as_ref()
+                .and_then(|m| m["brokers"].as_array())
+                .map(|brokers| {
+                    let mut ids: Vec<BrokerId> = brokers
+                        .iter()
+                        .filter_map(|b| b["id"].as_u64())
+                        .filter_map(|id| BrokerId::try_from(id).ok())
+                        .collect();
+                    ids.sort_unstable();
+                    ids
+                })
+                .unwrap_or_default();
+            if registered == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "brokers {want:?} not all registered within {timeout:?}: registered {registered:?}; last metadata: {}\n{}",
+                metadata.map_or_else(|| "none answered".to_string(), |m| m.to_string()),
+                self.logs_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The partition's entry in `/v1/metadata`.
     pub async fn partition(&self, topic: &str, partition: u32) -> Option<Value> {
         let metadata = self.metadata().await?;
