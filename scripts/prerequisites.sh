@@ -11,6 +11,10 @@
 #   needs_sshd__      root, ip, iptables, sshd, ssh, ssh-keygen   sshd in network namespaces
 #   needs_chromium__  chromium                 the report pages in a headless browser
 #   needs_fixtures__  fixtures                 ../shared/fixtures beside the checkout
+#
+# The double underscore keeps the prefix from matching inside another name (libtest's
+# --skip matches substrings); rustc's non_snake_case lint objects to it, so each such
+# test carries #[allow(non_snake_case)].
 
 # The repository's root (this file lives in <root>/scripts).
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
