@@ -1,7 +1,6 @@
 //! `harness check` driven as a user runs it: the real binary, real files, exit codes.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -43,20 +42,18 @@ impl Drop for Scratch {
     }
 }
 
-fn fixtures() -> Option<PathBuf> {
+/// Porcupine's fixtures in `../shared/fixtures` beside the checkout; fails the calling
+/// test (named `needs_fixtures__`) when they are absent.
+fn fixtures() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/porcupine");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        // Written to the stderr handle itself: libtest captures println! of passing tests,
-        // and a skip must be seen.
-        let _ = writeln!(
-            std::io::stderr(),
-            "skipped: ../shared/fixtures not found: {}",
-            dir.display()
-        );
-        None
-    }
+    assert!(
+        dir.is_dir(),
+        "needs ../shared/fixtures beside the checkout (not found: {}): put the project's `shared` folder (with fixtures/porcupine) beside the checkout; \
+             or run `scripts/test --skip-missing`, which does not run the tests whose \
+             prerequisites are missing and reports them as skipped",
+        dir.display()
+    );
+    dir
 }
 
 fn generated_log_history(seed: u64) -> String {
@@ -256,8 +253,9 @@ fn a_run_folder_gets_its_results_json() {
 }
 
 #[test]
-fn every_etcd_history_gets_its_expected_verdict_in_one_process() {
-    let Some(dir) = fixtures() else { return };
+#[allow(non_snake_case)]
+fn needs_fixtures__every_etcd_history_gets_its_expected_verdict_in_one_process() {
+    let dir = fixtures();
     let expected_tsv = std::fs::read_to_string(dir.join("EXPECTED.tsv")).unwrap();
     let mut expected = HashMap::new();
     let mut files = Vec::new();
@@ -298,8 +296,9 @@ fn every_etcd_history_gets_its_expected_verdict_in_one_process() {
 }
 
 #[test]
-fn kv_histories_are_guessed_and_judged() {
-    let Some(dir) = fixtures() else { return };
+#[allow(non_snake_case)]
+fn needs_fixtures__kv_histories_are_guessed_and_judged() {
+    let dir = fixtures();
     for (name, code) in [("c01-ok.txt", 0), ("c01-bad.txt", 1), ("c10-bad.txt", 1)] {
         let path = dir.join("kv").join(name);
         let out = harness(&["check", path.to_str().unwrap()]);

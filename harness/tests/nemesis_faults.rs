@@ -1,5 +1,5 @@
 //! The nemesis's faults on a real broker cluster in network namespaces (needs root;
-//! otherwise each test prints `skipped: needs root`). Faults are acted out through the
+//! otherwise each test fails saying so). Faults are acted out through the
 //! `nemesis` crate ([`Nemesis::execute`], [`Nemesis::heal_all`]) on the harness's
 //! [`ClusterFaults`], and recorded in a history through [`HistoryJournal`].
 //!
@@ -323,10 +323,10 @@ fn roleless(roles: &Roles) -> String {
 }
 
 #[test]
-fn a_metadata_port_cut_expires_the_session_but_leaves_replication_open() {
+#[allow(non_snake_case)]
+fn needs_root__a_metadata_port_cut_expires_the_session_but_leaves_replication_open() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let rig = Rig::new("metadata-port");
     let cluster = Arc::clone(&rig.cluster);
@@ -543,10 +543,10 @@ fn inode(path: &Path) -> Option<u64> {
 }
 
 #[test]
-fn a_wiping_kill_restarts_the_node_without_its_partitions_but_with_its_quorum_files() {
+#[allow(non_snake_case)]
+fn needs_root__a_wiping_kill_restarts_the_node_without_its_partitions_but_with_its_quorum_files() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let rig = Rig::new("wipe");
     let cluster = Arc::clone(&rig.cluster);

@@ -1,8 +1,9 @@
 //! The netns backend on this machine: namespaces, daemons, cuts and uncuts, signals,
-//! teardown on every path, and `harness clean` after a SIGKILLed run. Needs root (CI runs as root);
-//! otherwise each test prints `skipped: needs root` and returns. Needs `python3`, whose
-//! small servers stand in for brokers. The tests run one at a time (they assert on the
-//! machine's shared route), and only ever send traffic to the namespaces they create.
+//! teardown on every path, and `harness clean` after a SIGKILLed run. Needs root (CI runs
+//! as root) and, for the `needs_python3__` tests, `python3`, whose small servers stand in
+//! for brokers; a missing one fails the test with the reason. The tests run one at a time
+//! (they assert on the machine's shared route), and only ever send traffic to the
+//! namespaces they create.
 
 mod common;
 
@@ -102,7 +103,9 @@ fn python() -> &'static str {
         match tools::run(&argv) {
             Ok(path) if !path.trim().is_empty() => path.trim().to_string(),
             Ok(_) => "python3".to_string(),
-            Err(error) => panic!("these tests need python3: {error}"),
+            Err(error) => {
+                common::missing(&format!("needs python3 (apt-get install python3): {error}"))
+            }
         }
     })
 }
@@ -370,11 +373,12 @@ fn process_state(pid: u32) -> Option<char> {
 }
 
 #[test]
-fn three_nodes_cuts_signals_and_teardown() {
+#[allow(non_snake_case)]
+fn needs_python3__three_nodes_cuts_signals_and_teardown() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
+    python();
     let _serial = serial();
     let started = Instant::now();
     let runtime = runtime();
@@ -680,11 +684,12 @@ async fn all_cut_rules(backend: &NetnsBackend) -> BTreeMap<String, Vec<String>> 
 }
 
 #[test]
-fn uncut_removes_exactly_the_rules_of_its_cuts() {
+#[allow(non_snake_case)]
+fn needs_python3__uncut_removes_exactly_the_rules_of_its_cuts() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
+    python();
     let _serial = serial();
     let runtime = runtime();
     let backend = match NetnsBackend::new(3) {
@@ -767,11 +772,12 @@ fn uncut_removes_exactly_the_rules_of_its_cuts() {
 }
 
 #[test]
-fn dropping_the_backend_tears_it_down() {
+#[allow(non_snake_case)]
+fn needs_python3__dropping_the_backend_tears_it_down() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
+    python();
     let _serial = serial();
     let runtime = runtime();
     let backend = match NetnsBackend::new(2) {
@@ -807,11 +813,12 @@ fn dropping_the_backend_tears_it_down() {
 }
 
 #[test]
-fn a_panic_in_the_test_body_tears_down() {
+#[allow(non_snake_case)]
+fn needs_python3__a_panic_in_the_test_body_tears_down() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
+    python();
     let _serial = serial();
     let runtime = runtime();
     let seen: Mutex<Option<(String, Vec<ProcessRecord>)>> = Mutex::new(None);
@@ -914,10 +921,10 @@ fn start_helper_run(runtime: &tokio::runtime::Runtime) -> NetnsBackend {
     backend
 }
 
-/// Not a test of its own: `a_sigkilled_run_is_removed_by_harness_clean` runs it in a
-/// child process that it then SIGKILLs. Does nothing unless run as that child.
+/// Not a test of its own: `needs_root__a_sigkilled_run_is_removed_by_harness_clean` runs
+/// it in a child process that it then SIGKILLs. Does nothing unless run as that child.
 #[test]
-#[ignore = "helper, run in a child process by a_sigkilled_run_is_removed_by_harness_clean"]
+#[ignore = "helper, run in a child process by needs_root__a_sigkilled_run_is_removed_by_harness_clean"]
 fn crashed_run_helper() {
     if !is_helper("crashed_run_helper") {
         return;
@@ -931,10 +938,10 @@ fn crashed_run_helper() {
     let _ = std::io::stdin().read_line(&mut line);
 }
 
-/// Not a test of its own: `ctrl_c_tears_down` runs it in a child process and sends it
+/// Not a test of its own: `needs_root__ctrl_c_tears_down` runs it in a child process and sends it
 /// SIGINT. Does nothing unless run as that child.
 #[test]
-#[ignore = "helper, run in a child process by ctrl_c_tears_down"]
+#[ignore = "helper, run in a child process by needs_root__ctrl_c_tears_down"]
 fn signalled_run_helper() {
     if !is_helper("signalled_run_helper") {
         return;
@@ -952,10 +959,10 @@ fn signalled_run_helper() {
 }
 
 #[test]
-fn ctrl_c_tears_down() {
+#[allow(non_snake_case)]
+fn needs_root__ctrl_c_tears_down() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let _serial = serial();
     let (mut child, announced) = helper("signalled_run_helper", &[]);
@@ -982,10 +989,10 @@ fn ctrl_c_tears_down() {
 }
 
 #[test]
-fn a_sigkilled_run_is_removed_by_harness_clean() {
+#[allow(non_snake_case)]
+fn needs_root__a_sigkilled_run_is_removed_by_harness_clean() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let _serial = serial();
     let harness = env!("CARGO_BIN_EXE_harness");
@@ -1067,10 +1074,10 @@ impl Drop for ScratchNamespace {
     }
 }
 
-/// Not a test of its own: `bridged_traffic_passes_a_dropping_forward_chain` runs it inside
-/// a namespace whose FORWARD chain drops everything. Does nothing unless run as that child.
+/// Not a test of its own: `needs_python3__bridged_traffic_passes_a_dropping_forward_chain`
+/// runs it inside a namespace whose FORWARD chain drops everything. Does nothing unless run as that child.
 #[test]
-#[ignore = "helper, run inside a namespace by bridged_traffic_passes_a_dropping_forward_chain"]
+#[ignore = "helper, run inside a namespace by needs_python3__bridged_traffic_passes_a_dropping_forward_chain"]
 fn forward_helper() {
     if !is_helper("forward_helper") {
         return;
@@ -1114,11 +1121,12 @@ fn forward_helper() {
 }
 
 #[test]
-fn bridged_traffic_passes_a_dropping_forward_chain() {
+#[allow(non_snake_case)]
+fn needs_python3__bridged_traffic_passes_a_dropping_forward_chain() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
+    python();
     let _serial = serial();
     // A stand-in for a machine where Docker set the FORWARD policy to DROP: a namespace
     // (named like a run, so `harness clean` would remove it) that the helper sees as its

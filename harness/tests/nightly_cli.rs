@@ -1,5 +1,5 @@
 //! `harness nightly` for real (needs root: it runs broker clusters in network namespaces;
-//! elsewhere it prints `skipped: needs root`). A short night whose scenarios folder holds
+//! elsewhere it fails saying so). A short night whose scenarios folder holds
 //! one scenario with a wrong expectation: that run fails, is a new failure against the
 //! previous night (where it passed), is listed first in `summary.html`, counted in
 //! `junit.xml`, and the night exits 1; the random test that fits in the rest of the budget
@@ -49,10 +49,10 @@ fn previous_night(store: &Path) {
 }
 
 #[test]
-fn a_failing_run_is_a_new_failure_at_the_top_of_the_summary() {
+#[allow(non_snake_case)]
+fn needs_root__a_failing_run_is_a_new_failure_at_the_top_of_the_summary() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let scratch = Scratch::new("nightly-cli");
     let scenarios = scratch.0.join("scenarios");

@@ -6,8 +6,8 @@
 //! plots and the anomaly links, and the pages' error hook must have seen no script
 //! error.
 //!
-//! Needs Chromium (`chromium`, which `.ci/run` installs); without it the test says
-//! `skipped` and passes.
+//! Needs Chromium (`chromium`, which `scripts/install-test-deps` installs); without it
+//! the test fails saying so.
 
 mod common;
 
@@ -104,10 +104,13 @@ fn free_port() -> u16 {
 }
 
 #[test]
-fn report_timeline_and_index_render_in_a_browser_without_script_errors() {
+#[allow(non_snake_case)]
+fn needs_chromium__report_timeline_and_index_render_in_a_browser_without_script_errors() {
     let Some(browser) = chromium() else {
-        eprintln!("skipped: chromium is not installed (.ci/run installs it)");
-        return;
+        common::missing(
+            "needs chromium (apt-get install chromium; looked for chromium, chromium-browser \
+             and google-chrome on PATH)",
+        );
     };
     let scratch = Scratch::new("report-browser");
     let store = scratch.0.join("store");

@@ -1,9 +1,9 @@
 //! The ssh backend against real sshd servers: three network namespaces of the netns
 //! backend, each running `/usr/sbin/sshd` on its own address with a host key and a client
 //! key made here. First the library (hostile arguments, daemons, copies, cuts, teardown
-//! on every path), then `harness test --backend ssh` end to end. Needs root and
-//! `/usr/sbin/sshd` (openssh-server); otherwise each test prints why it is skipped and
-//! returns. Nothing is written to `~/.ssh`: known hosts live in the scratch folder.
+//! on every path), then `harness test --backend ssh` end to end. Needs root,
+//! `/usr/sbin/sshd` (openssh-server), `ssh` and `ssh-keygen` (openssh-client); otherwise
+//! each test fails naming what is missing. Nothing is written to `~/.ssh`: known hosts live in the scratch folder.
 
 mod common;
 
@@ -36,20 +36,20 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// Why these tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
+/// Fails the calling test, naming its first missing prerequisite, unless it can run here.
+#[track_caller]
+fn require_prerequisites() {
     if !is_root() {
-        return Some("needs root".into());
+        common::missing_root();
     }
     if !Path::new(SSHD).exists() {
-        return Some(format!("needs {SSHD} (openssh-server)"));
+        common::missing(&format!("needs {SSHD} (apt-get install openssh-server)"));
     }
     for tool in ["ssh", "ssh-keygen"] {
         if tools::find_binary(tool).is_none() {
-            return Some(format!("needs {tool} (openssh-client)"));
+            common::missing(&format!("needs {tool} (apt-get install openssh-client)"));
         }
     }
-    None
 }
 
 fn run(argv: &[&str]) -> String {
@@ -486,11 +486,9 @@ fn split_nul(text: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_ssh_backend_runs_commands_daemons_copies_and_cuts_and_removes_everything() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
-        return;
-    }
+#[allow(non_snake_case)]
+fn needs_sshd__the_ssh_backend_runs_commands_daemons_copies_and_cuts_and_removes_everything() {
+    require_prerequisites();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
     let hosts = Hosts::new("lib");
@@ -1005,11 +1003,9 @@ fn the_ssh_backend_runs_commands_daemons_copies_and_cuts_and_removes_everything(
 }
 
 #[test]
-fn harness_test_over_ssh_ends_valid_and_leaves_nothing_behind() {
-    if let Some(reason) = skip_reason() {
-        println!("skipped: {reason}");
-        return;
-    }
+#[allow(non_snake_case)]
+fn needs_sshd__harness_test_over_ssh_ends_valid_and_leaves_nothing_behind() {
+    require_prerequisites();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let broker = harness::cluster::build_broker().expect("building the broker");
     let started = Instant::now();

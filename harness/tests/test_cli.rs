@@ -1,5 +1,5 @@
 //! `harness test` for real: broker clusters in network namespaces (needs root; CI runs as
-//! root, elsewhere each test prints `skipped: needs root`). Short runs of both workloads
+//! root, elsewhere each `needs_root__` test fails saying so). Short runs of both workloads
 //! end `valid` and leave nothing behind; a stored run re-checks to the same verdict; a
 //! harness killed with SIGKILL mid-run leaves a checkable history, and `harness clean`
 //! removes what it left; bad options are refused before anything starts; with every
@@ -71,10 +71,10 @@ fn history_lines(run: &Path) -> usize {
 }
 
 #[test]
-fn short_tests_of_both_workloads_end_valid_and_leave_nothing_behind() {
+#[allow(non_snake_case)]
+fn needs_root__short_tests_of_both_workloads_end_valid_and_leave_nothing_behind() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let store = store("valid");
@@ -108,10 +108,10 @@ fn short_tests_of_both_workloads_end_valid_and_leave_nothing_behind() {
 }
 
 #[test]
-fn a_harness_killed_mid_run_leaves_a_checkable_history_and_clean_removes_the_rest() {
+#[allow(non_snake_case)]
+fn needs_root__a_harness_killed_mid_run_leaves_a_checkable_history_and_clean_removes_the_rest() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let store = store("killed");
@@ -253,10 +253,10 @@ fn nemesis_invocations(run: &Path) -> BTreeMap<String, Vec<(String, Value)>> {
 }
 
 #[test]
-fn the_same_seed_gives_the_same_fault_schedule() {
+#[allow(non_snake_case)]
+fn needs_root__the_same_seed_gives_the_same_fault_schedule() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let store = store("nemesis-seed");
@@ -336,10 +336,10 @@ fn the_same_seed_gives_the_same_fault_schedule() {
 }
 
 #[test]
-fn ctrl_c_during_faults_leaves_nothing_behind() {
+#[allow(non_snake_case)]
+fn needs_root__ctrl_c_during_faults_leaves_nothing_behind() {
     if !is_root() {
-        println!("skipped: needs root");
-        return;
+        common::missing_root();
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let store = store("nemesis-ctrl-c");

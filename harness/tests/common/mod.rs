@@ -1,5 +1,5 @@
-//! Helpers shared by the real-cluster tests (`mod common;` in each): the root check and
-//! what a run may leave behind on the host. Each test binary uses some of them.
+//! Helpers shared by the real-cluster tests (`mod common;` in each): the prerequisite
+//! checks and what a run may leave behind on the host. Each test binary uses some of them.
 #![allow(dead_code)]
 
 use backend::netns::TEST_RANGE;
@@ -8,10 +8,34 @@ use backend::tools;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Whether the tests run as root (the netns backend needs it; otherwise each test prints
-/// `skipped: needs root` and returns).
+/// Whether the tests run as root (the netns backend needs it; otherwise each test that
+/// needs it fails through [`missing_root`]).
 pub fn is_root() -> bool {
     matches!(tools::effective_uid(), Ok(0))
+}
+
+/// Fails the calling test: its prerequisite `what` is missing ("needs X (how to get it)").
+/// A test that needs something beyond the workspace is named after it
+/// (`needs_root__`, `needs_python3__`, `needs_sshd__`, `needs_chromium__`,
+/// `needs_fixtures__`; see `scripts/test`), so that `scripts/test --skip-missing` can
+/// leave it out and report it as not run, instead of a test that passes without testing.
+#[track_caller]
+pub fn missing(what: &str) -> ! {
+    panic!(
+        "{what}; or run `scripts/test --skip-missing`, which does not run the tests whose \
+         prerequisites are missing and reports them as skipped"
+    )
+}
+
+/// Fails the calling test, which needs root.
+#[track_caller]
+pub fn missing_root() -> ! {
+    let uid = tools::effective_uid()
+        .map(|uid| uid.to_string())
+        .unwrap_or_else(|error| format!("unknown ({error})"));
+    missing(&format!(
+        "needs root (network namespaces, routes, iptables; running as uid {uid}): run the tests as root"
+    ))
 }
 
 fn output(argv: &[&str]) -> String {
