@@ -246,24 +246,31 @@ fn positive_duration(flag: &str, text: &str) -> Result<std::time::Duration> {
     }
 }
 
+/// `harness test`'s options on their own, for tests that read a command line back.
+#[cfg(test)]
+#[derive(clap::Parser)]
+struct TestCommand {
+    #[command(flatten)]
+    test: TestArgs,
+}
+
+/// The spec of a `harness test ...` command line (`argv[0]` is `harness`).
+#[cfg(test)]
+pub(crate) fn spec_of_argv(argv: &[String]) -> Result<TestSpec, String> {
+    use clap::Parser;
+    // argv[1] is `test`: clap wants a program name first.
+    let parsed = TestCommand::try_parse_from(&argv[1..]).map_err(|e| e.to_string())?;
+    parsed.test.to_spec().map_err(|e| format!("{e:#}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use proptest::prelude::*;
     use std::time::Duration;
 
-    /// `harness test`'s options on their own.
-    #[derive(Parser)]
-    struct TestCommand {
-        #[command(flatten)]
-        test: TestArgs,
-    }
-
     fn parse(argv: &[String]) -> Result<TestSpec, String> {
-        // argv[0] is `harness`, argv[1] `test`: clap wants a program name first.
-        let parsed = TestCommand::try_parse_from(&argv[1..]).map_err(|e| e.to_string())?;
-        parsed.test.to_spec().map_err(|e| format!("{e:#}"))
+        spec_of_argv(argv)
     }
 
     fn duration() -> impl Strategy<Value = Duration> {
