@@ -504,7 +504,7 @@ impl ClusterFaults {
     }
 }
 
-pub use store::NemesisTally;
+pub use spec::NemesisTally;
 
 /// The history as the nemesis writes it: `nemesis` info entries of the [`Recorder`].
 /// A token is the index of the invoke entry; it also keeps the [`NemesisTally`].

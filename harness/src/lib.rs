@@ -1,7 +1,7 @@
 //! The harness: a thin command line over the library crates.
 //!
 //! - [`cli`]: the command line (each command's options live in its own module;
-//!   [`options`] holds `harness test`'s, turned into a [`store::TestSpec`]).
+//!   [`options`] holds `harness test`'s, turned into a [`spec::TestSpec`]).
 //! - [`lifecycle`]: one test start to verdict, for every kind of test.
 //! - [`check`]: `harness check`, offline checking of stored histories.
 //! - [`export`]: `harness export`, a history as Jepsen EDN for Knossos/Elle.

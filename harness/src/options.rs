@@ -7,8 +7,8 @@ use anyhow::{anyhow, bail, Result};
 use backend::ssh::HostKeyPolicy;
 use clap::Args;
 use nemesis::{PackageKind, TargetSpec};
-use store::duration::parse_duration;
-use store::{
+use spec::duration::parse_duration;
+use spec::{
     BackendSpec, BrokerSettings, HostsSource, NemesisSpec, Plan, SshSpec, TestSpec, WorkloadPlan,
 };
 
@@ -144,7 +144,7 @@ pub struct SshArgs {
 
     /// Where a run keeps its files on the hosts (a folder per run inside, removed at the
     /// end once the logs are copied back).
-    #[arg(long, value_name = "DIR", default_value = store::spec::DEFAULT_REMOTE_DIR)]
+    #[arg(long, value_name = "DIR", default_value = spec::spec::DEFAULT_REMOTE_DIR)]
     pub remote_dir: PathBuf,
 }
 
@@ -296,7 +296,7 @@ mod tests {
             proptest::option::of(path.clone()),
             proptest::option::of(path.clone()),
             proptest::option::of(proptest::sample::select(HostKeyPolicy::ALL.to_vec())),
-            prop_oneof![Just(PathBuf::from(store::spec::DEFAULT_REMOTE_DIR)), path],
+            prop_oneof![Just(PathBuf::from(spec::spec::DEFAULT_REMOTE_DIR)), path],
         )
             .prop_map(|(hosts, key, config, host_keys, remote_dir)| {
                 BackendSpec::Ssh(SshSpec {

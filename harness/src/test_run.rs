@@ -25,7 +25,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use nemesis::schedule::ScheduleOptions;
 use nemesis::{Nemesis, NemesisOptions};
 use serde::Serialize;
-use store::{RunFolder, RunStats, TestSpec, WorkloadPlan};
+use spec::{RunFolder, RunStats, TestSpec, WorkloadPlan};
 use tokio::sync::watch;
 use workloads::availability::probe_availability;
 use workloads::recorder::Recorder;
@@ -78,7 +78,7 @@ pub struct TestOutcome {
 /// progress and summary as `harness test` does; an `Err` is a failure of the harness or
 /// the cluster (no verdict).
 pub async fn execute(spec: &TestSpec, broker: &Broker) -> Result<TestOutcome> {
-    let store::Plan::Workload(plan) = &spec.plan else {
+    let spec::Plan::Workload(plan) = &spec.plan else {
         anyhow::bail!("internal: `harness test` runs workload plans, not scenarios");
     };
     let test = WorkloadTest {

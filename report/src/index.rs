@@ -15,8 +15,8 @@ use std::path::Path;
 
 use checkers::Verdict;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-use store::folder as files;
-use store::{Plan, RunFolder, TestRecord};
+use spec::folder as files;
+use spec::{Plan, RunFolder, TestRecord};
 
 use crate::assets;
 use crate::ReportError;
@@ -129,7 +129,7 @@ fn time_key(time: &str) -> (&str, u64) {
 }
 
 /// A file's content, or `None` with a note of why it cannot be used.
-fn usable<T>(problems: &mut Vec<String>, read: Result<Option<T>, store::FolderError>) -> Option<T> {
+fn usable<T>(problems: &mut Vec<String>, read: Result<Option<T>, spec::FolderError>) -> Option<T> {
     match read {
         Ok(value) => value,
         Err(error) => {

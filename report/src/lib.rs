@@ -109,7 +109,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
 /// Run-folder files for the tests, in the types the harness writes.
 #[cfg(test)]
 pub(crate) mod testing {
-    use store::{
+    use spec::{
         BackendSpec, BrokerSettings, Expectation, Mode, NemesisSpec, Plan, ScenarioInfo,
         ScenarioPlan, TestRecord, TestSpec, WorkloadPlan,
     };

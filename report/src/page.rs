@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use checkers::{Anomaly, CheckerResult, Verdict};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
-use store::TestRecord;
+use spec::TestRecord;
 
 use crate::assets;
 use crate::plots;
@@ -202,7 +202,7 @@ fn run_section(data: &RunData) -> Markup {
     let test = data.test.as_ref();
     let title = test.and_then(TestRecord::title);
     let seed = test
-        .filter(|t| matches!(t.spec.plan, store::Plan::Workload(_)))
+        .filter(|t| matches!(t.spec.plan, spec::Plan::Workload(_)))
         .map(|t| t.spec.seed);
     html! {
         section #run {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use history::{History, OpType};
 
-use store::{Expectation, RunFolder, RunStats, TestRecord};
+use spec::{Expectation, RunFolder, RunStats, TestRecord};
 use workloads::log::ReadValue;
 
 use crate::ReportError;
@@ -99,7 +99,7 @@ impl RunData {
 
 /// A run-folder file that is there but cannot be used becomes a note; the page goes on
 /// without it.
-fn note<T>(problems: &mut Vec<String>, error: store::FolderError) -> Option<T> {
+fn note<T>(problems: &mut Vec<String>, error: spec::FolderError) -> Option<T> {
     problems.push(error.to_string());
     None
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use store::duration::parse_duration;
+use spec::duration::parse_duration;
 
 use crate::options::BackendArgs;
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Result;
 use checkers::Verdict;
 use report::nightly::{NightlyRun, RunKind, Status};
-use store::{BrokerSettings, Plan, TestSpec};
+use spec::{BrokerSettings, Plan, TestSpec};
 
 use super::args::NightlyArgs;
 use super::matrix::Cell;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nemesis::{PackageKind, TargetSpec};
 use rng::Rng;
-use store::{NemesisSpec, WorkloadPlan};
+use spec::{NemesisSpec, WorkloadPlan};
 
 /// Fault mixes the matrix draws from (`--nemesis` lists).
 pub const NEMESIS_MIXES: &[&str] = &[
@@ -176,7 +176,7 @@ impl Cell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use store::{BrokerSettings, Plan, TestSpec};
+    use spec::{BrokerSettings, Plan, TestSpec};
 
     #[test]
     fn every_drawn_cell_is_a_valid_test() {
@@ -198,7 +198,7 @@ mod tests {
                 name: format!("nightly-{}", cell.workload),
                 store: "store".into(),
                 seed: cell.seed,
-                backend: store::BackendSpec::Netns,
+                backend: spec::BackendSpec::Netns,
                 broker_bin: None,
                 brokers: BrokerSettings {
                     bugs: Vec::new(),

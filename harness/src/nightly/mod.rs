@@ -31,7 +31,7 @@ use cells::{cell_spec, run_cell};
 use matrix::Cell;
 use night::{create_night_dir, Night};
 use rng::Rng;
-use store::{BackendSpec, HostsSource, SshSpec};
+use spec::{BackendSpec, HostsSource, SshSpec};
 
 /// Runs `harness nightly`; the exit code: 0 when every run passed, 1 when one failed or
 /// erred, 2 when none failed but one was unknown.

@@ -229,7 +229,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// `<store>/nightly/<YYYYMMDDTHHMMSS>/`.
 pub(super) fn create_night_dir(store: &Path) -> Result<PathBuf> {
-    Ok(store::RunFolder::create(store, "nightly")?
+    Ok(spec::RunFolder::create(store, "nightly")?
         .dir()
         .to_path_buf())
 }

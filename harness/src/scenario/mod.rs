@@ -55,7 +55,7 @@ use toml::Spanned;
 
 use crate::cluster::apply_setting;
 use predicate::Predicate;
-use store::duration::parse_duration;
+use spec::duration::parse_duration;
 
 /// Most nodes a scenario may have.
 pub const MAX_NODES: usize = 9;

@@ -28,7 +28,7 @@ use crate::check::CheckSettings;
 use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
 use crate::lifecycle::{self, Broker, Judged, Phases, Ran};
-use store::{
+use spec::{
     BackendSpec, BrokerSettings, Expectation, PartitionAvailability, Plan, RunFolder, RunStats,
     ScenarioInfo, ScenarioPlan, TestSpec,
 };
@@ -47,10 +47,10 @@ const POLL_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 /// Bounds a read step (all its requests).
 const READ_STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
-pub use store::Mode;
+pub use spec::Mode;
 
 /// What one play of a scenario came to (its `expectation.json`).
-pub type PlayOutcome = store::Expectation;
+pub type PlayOutcome = spec::Expectation;
 
 /// Plays `scenario` in `mode` with `broker`, storing the run under `store`.
 /// Errors only when the harness itself fails (nodes cannot be set up, the history
@@ -130,7 +130,7 @@ impl Phases for ScenarioTest<'_> {
             name: scenario.name.clone(),
             title: scenario.title.clone(),
             jira: scenario.jira.clone(),
-            file: scenario.path.display().to_string(),
+            file: lifecycle::shown_path(&scenario.path),
             nodes: scenario.cluster.nodes.len(),
             node_settings: scenario.cluster.node_settings.clone(),
             assignment: scenario.topic.assignment.clone(),

@@ -1,0 +1,377 @@
+//! A test as plain data (Jepsen: "a test is a map"): what `harness test`, `harness repro`
+//! and `harness nightly` build once, what `test.json` holds, and the command line that
+//! runs it again ([`TestSpec::to_argv`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use backend::ssh::HostKeyPolicy;
+use nemesis::{PackageKind, TargetSpec};
+use serde::{Deserialize, Serialize};
+use workloads::WorkloadKind;
+
+use crate::duration::format_duration;
+
+/// The store folder a test uses when none is named.
+pub const DEFAULT_STORE: &str = "store";
+/// Where the ssh backend keeps a run's files on its hosts when none is named.
+pub const DEFAULT_REMOTE_DIR: &str = backend::ssh::DEFAULT_REMOTE_DIR;
+
+/// One test: where it runs, on which brokers, what it does, and its seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// The run's name in the store: `<store>/<name>/<time>/`.
+    pub name: String,
+    pub store: PathBuf,
+    /// All randomness of the test comes from it.
+    pub seed: u64,
+    pub backend: BackendSpec,
+    /// A broker binary given on the command line; `None`: this workspace's, built.
+    pub broker_bin: Option<PathBuf>,
+    pub brokers: BrokerSettings,
+    pub plan: Plan,
+}
+
+/// What every broker of the test is started with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BrokerSettings {
+    /// Historical bugs turned on (`KAFKA-7128`, ...).
+    pub bugs: Vec<String>,
+    /// `node.toml` settings, `KEY=VALUE` with dotted keys naming tables.
+    pub config: Vec<String>,
+}
+
+/// What the test does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Plan {
+    /// `harness test`: a workload's clients for a time while the nemesis injects faults.
+    Workload(WorkloadPlan),
+    /// `harness repro`: a scenario file's steps, judged against its expectation.
+    Scenario(ScenarioPlan),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadPlan {
+    pub nodes: u32,
+    pub workload: WorkloadKind,
+    pub nemesis: NemesisSpec,
+    #[serde(with = "secs")]
+    pub time_limit: Duration,
+    pub concurrency: usize,
+    /// Operations per second over all workers (0: as fast as they go).
+    pub rate: f64,
+    pub partitions: u32,
+    pub replication_factor: u32,
+}
+
+/// The faults of a workload test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NemesisSpec {
+    /// Empty: no faults.
+    pub packages: Vec<PackageKind>,
+    /// Mean time between two steps of each package.
+    #[serde(with = "secs")]
+    pub interval: Duration,
+    pub targets: Vec<TargetSpec>,
+    /// Whether single-node kills sometimes restart the node with its data wiped.
+    pub wipe: bool,
+}
+
+impl Default for NemesisSpec {
+    fn default() -> Self {
+        NemesisSpec {
+            packages: Vec::new(),
+            interval: Duration::from_secs(10),
+            targets: TargetSpec::defaults(),
+            wipe: true,
+        }
+    }
+}
+
+impl NemesisSpec {
+    /// `--nemesis` as given back on a command line: `none`, or the packages' names.
+    pub fn list(&self) -> String {
+        if self.packages.is_empty() {
+            "none".into()
+        } else {
+            self.packages
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    }
+
+    /// `--nemesis-targets` as given back on a command line.
+    pub fn target_list(&self) -> String {
+        self.targets
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioPlan {
+    /// The scenario as named on the command line: a name in the scenarios folder or a
+    /// file.
+    pub scenario: String,
+    /// The scenarios folder given with `--scenarios` (`None`: the workspace's).
+    pub scenarios_dir: Option<PathBuf>,
+    pub mode: Mode,
+}
+
+/// Which way a scenario's bug switch is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Buggy,
+    Fixed,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Buggy => "buggy",
+            Mode::Fixed => "fixed",
+        }
+    }
+}
+
+/// Where the nodes live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum BackendSpec {
+    /// One network namespace per node on this machine (root).
+    Netns,
+    /// One host per node over SSH.
+    Ssh(SshSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SshSpec {
+    pub hosts: HostsSource,
+    /// A private key for hosts that name none.
+    pub key: Option<PathBuf>,
+    /// An ssh config file for every connection (`ssh -F`).
+    pub config: Option<PathBuf>,
+    /// `None`: `off` with vagrant, `accept-new` otherwise.
+    pub host_keys: Option<HostKeyPolicy>,
+    pub remote_dir: PathBuf,
+}
+
+impl SshSpec {
+    /// The host-key policy in force.
+    pub fn host_key_policy(&self) -> HostKeyPolicy {
+        self.host_keys.unwrap_or(match self.hosts {
+            HostsSource::Vagrant => HostKeyPolicy::Off,
+            HostsSource::NodesFile(_) => HostKeyPolicy::AcceptNew,
+        })
+    }
+}
+
+/// Where the ssh backend's hosts come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostsSource {
+    /// `name address [user] [port]` per line.
+    NodesFile(PathBuf),
+    /// `vagrant ssh-config` in the current folder.
+    Vagrant,
+}
+
+/// A spec that cannot run, and why (in the words of its command-line options).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
+impl TestSpec {
+    /// How many broker nodes the test needs (a scenario's are in its file: `None`).
+    pub fn nodes(&self) -> Option<u32> {
+        match &self.plan {
+            Plan::Workload(plan) => Some(plan.nodes),
+            Plan::Scenario(_) => None,
+        }
+    }
+
+    /// The name a test's runs get when none is given: the workload's, or the scenario's
+    /// and its mode.
+    pub fn default_name(plan: &Plan) -> String {
+        match plan {
+            Plan::Workload(plan) => plan.workload.to_string(),
+            Plan::Scenario(plan) => format!("{}-{}", plan.scenario, plan.mode.as_str()),
+        }
+    }
+
+    /// Checks what the spec alone can tell (the brokers' settings are the broker's to
+    /// judge).
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let fail = |text: String| Err(SpecError(text));
+        if self.name.is_empty() || self.name.contains('/') || self.name.starts_with('.') {
+            return fail(format!(
+                "--name {:?} must be a plain folder name",
+                self.name
+            ));
+        }
+        let Plan::Workload(plan) = &self.plan else {
+            return Ok(());
+        };
+        if plan.nodes == 0 || plan.nodes > 32 {
+            return fail(format!("--nodes {}: 1 to 32", plan.nodes));
+        }
+        if plan.replication_factor == 0 || plan.replication_factor > plan.nodes {
+            return fail(format!(
+                "--replication-factor {} is more than the {} nodes",
+                plan.replication_factor, plan.nodes
+            ));
+        }
+        if plan.partitions == 0 || plan.partitions > 1000 {
+            return fail(format!("--partitions {}: 1 to 1000", plan.partitions));
+        }
+        if plan.time_limit.is_zero() {
+            return fail("--time-limit must be a positive duration".into());
+        }
+        if plan.concurrency == 0 {
+            return fail("--concurrency must be at least 1".into());
+        }
+        if !(plan.rate.is_finite() && plan.rate >= 0.0) {
+            return fail(
+                "--rate must be 0 (unlimited) or a positive number of operations per second".into(),
+            );
+        }
+        if plan.nemesis.interval.is_zero() {
+            return fail("--nemesis-interval must be a positive duration".into());
+        }
+        if plan.nemesis.targets.is_empty() {
+            return fail("--nemesis-targets names no target".into());
+        }
+        for target in &plan.nemesis.targets {
+            if let TargetSpec::Nodes(named) = target {
+                let stranger = named.iter().find(|node| {
+                    node.strip_prefix('n')
+                        .and_then(|n| n.parse::<u32>().ok())
+                        .is_none_or(|n| n == 0 || n > plan.nodes)
+                });
+                if let Some(stranger) = stranger {
+                    return fail(format!(
+                        "--nemesis-targets: no node {stranger} in a test of {} nodes (n1..n{})",
+                        plan.nodes, plan.nodes
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The command line that runs this test again, `harness` first.
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut argv: Vec<String> = vec!["harness".into()];
+        let flag = |argv: &mut Vec<String>, name: &str, value: String| {
+            argv.push(format!("--{name}"));
+            argv.push(value);
+        };
+        match &self.plan {
+            Plan::Workload(plan) => {
+                argv.push("test".into());
+                flag(&mut argv, "nodes", plan.nodes.to_string());
+                flag(&mut argv, "workload", plan.workload.to_string());
+                flag(&mut argv, "nemesis", plan.nemesis.list());
+                flag(
+                    &mut argv,
+                    "nemesis-interval",
+                    format_duration(plan.nemesis.interval),
+                );
+                flag(&mut argv, "nemesis-targets", plan.nemesis.target_list());
+                flag(&mut argv, "nemesis-wipe", plan.nemesis.wipe.to_string());
+                flag(&mut argv, "time-limit", format_duration(plan.time_limit));
+                flag(&mut argv, "concurrency", plan.concurrency.to_string());
+                flag(&mut argv, "rate", plan.rate.to_string());
+                flag(&mut argv, "partitions", plan.partitions.to_string());
+                flag(
+                    &mut argv,
+                    "replication-factor",
+                    plan.replication_factor.to_string(),
+                );
+                flag(&mut argv, "seed", self.seed.to_string());
+                for bug in &self.brokers.bugs {
+                    flag(&mut argv, "bug", bug.clone());
+                }
+                for setting in &self.brokers.config {
+                    flag(&mut argv, "broker-config", setting.clone());
+                }
+                if self.name != TestSpec::default_name(&self.plan) {
+                    flag(&mut argv, "name", self.name.clone());
+                }
+                self.backend_argv(&mut argv);
+            }
+            Plan::Scenario(plan) => {
+                argv.push("repro".into());
+                argv.push(plan.scenario.clone());
+                if plan.mode == Mode::Buggy {
+                    argv.push("--buggy".into());
+                }
+                if let Some(dir) = &plan.scenarios_dir {
+                    flag(&mut argv, "scenarios", path_word(dir));
+                }
+            }
+        }
+        if self.store != Path::new(DEFAULT_STORE) {
+            flag(&mut argv, "store", path_word(&self.store));
+        }
+        if let Some(bin) = &self.broker_bin {
+            flag(&mut argv, "broker-bin", path_word(bin));
+        }
+        argv
+    }
+
+    /// [`TestSpec::to_argv`] as one line for a shell.
+    pub fn command_line(&self) -> String {
+        backend::tools::display_command(&self.to_argv())
+    }
+
+    fn backend_argv(&self, argv: &mut Vec<String>) {
+        let BackendSpec::Ssh(ssh) = &self.backend else {
+            return;
+        };
+        argv.extend(["--backend".to_string(), "ssh".to_string()]);
+        match &ssh.hosts {
+            HostsSource::NodesFile(file) => {
+                argv.extend(["--nodes-file".to_string(), path_word(file)]);
+            }
+            HostsSource::Vagrant => argv.push("--vagrant".into()),
+        }
+        if let Some(key) = &ssh.key {
+            argv.extend(["--ssh-key".to_string(), path_word(key)]);
+        }
+        if let Some(config) = &ssh.config {
+            argv.extend(["--ssh-config".to_string(), path_word(config)]);
+        }
+        if let Some(policy) = ssh.host_keys {
+            argv.extend(["--ssh-host-keys".to_string(), policy.name().to_string()]);
+        }
+        if ssh.remote_dir != Path::new(DEFAULT_REMOTE_DIR) {
+            argv.extend(["--remote-dir".to_string(), path_word(&ssh.remote_dir)]);
+        }
+    }
+}
+
+fn path_word(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Durations in JSON as seconds (`"time_limit": 60.0`), as people read them.
+mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(value.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(deserializer)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
