@@ -179,6 +179,8 @@ struct Faults {
     journal: Arc<HistoryJournal>,
 }
 
+/// A workload test's phases on a defined cluster: serving, recording (workload and
+/// nemesis), heal and recovery, the availability probe, the final reads.
 async fn run_phases(
     plan: &WorkloadPlan,
     seed: u64,
@@ -188,116 +190,17 @@ async fn run_phases(
     let mut stats = RunStats::default();
     // Set once the history is being recorded; the error path below heals through it.
     let mut faults: Option<Faults> = None;
-    let started = Instant::now();
     let result = async {
-        cluster.start().await?;
-        cluster.wait_formed(SERVING_TIMEOUT).await?;
-        cluster
-            .create_topic(
-                TOPIC,
-                plan.partitions,
-                plan.replication_factor,
-                SERVING_TIMEOUT,
-            )
-            .await?;
-        stats.serving_secs = started.elapsed().as_secs_f64();
-        eprintln!(
-            "cluster of {} nodes serving {} partitions after {:.2} s",
-            plan.nodes, plan.partitions, stats.serving_secs
-        );
+        stats.serving_secs = serve(plan, cluster).await?;
         let target = cluster.target(TOPIC, plan.partitions);
         let recorder = Recorder::create(&folder.history())?;
         let mut options = WorkloadOptions::new(plan.workload, seed);
         options.concurrency = plan.concurrency;
         options.rate = plan.rate;
         options.time_limit = plan.time_limit;
-        if !plan.nemesis.packages.is_empty() {
-            let control = Arc::new(ClusterFaults::new(Arc::clone(cluster))?);
-            let journal = Arc::new(HistoryJournal::new(recorder.clone()));
-            let nemesis = Nemesis::new(nemesis_options(plan, seed), control, journal.clone());
-            eprintln!(
-                "nemesis: {} every ~{:.1} s at {}",
-                plan.nemesis.list(),
-                plan.nemesis.interval.as_secs_f64(),
-                plan.nemesis.target_list()
-            );
-            faults = Some(Faults { nemesis, journal });
-        }
-
-        // The workload and the nemesis side by side; the nemesis stops when the
-        // workload's time is up (its step in progress finishes first).
-        let progress = spawn_progress(&recorder, options.time_limit);
-        let (_stopper, stop) = workloads::stop_signal();
-        let (stop_nemesis, nemesis_stopped) = watch::channel(false);
-        let workload_done = async {
-            let ran = workloads::run_workload(&target, &options, &recorder, &stop).await;
-            let _ = stop_nemesis.send(true);
-            ran
-        };
-        let nemesis_done = async {
-            match &faults {
-                Some(faults) => Some(faults.nemesis.run(nemesis_stopped).await),
-                None => None,
-            }
-        };
-        let (ran, faulted) = tokio::join!(workload_done, nemesis_done);
-        progress.finish_and_clear();
-        let ran = ran?;
-        if let Some(Err(error)) = faulted {
-            return Err(error).context("the nemesis could not record its operations");
-        }
-        stats.workload_secs = ran.elapsed.as_secs_f64();
-        stats.ops = ran.ops;
-        stats.ok = ran.ok;
-        stats.fail = ran.fail;
-        stats.info = ran.info;
-        stats.ops_per_sec = ran.ops as f64 / stats.workload_secs.max(1e-9);
-
-        // Heal everything, then wait for the cluster to serve again before judging
-        // availability. What the heal could not undo at once (an admin request during a
-        // controller failover, say) is tried again once the cluster serves.
-        let mut left = match &faults {
-            Some(faults) => Some(
-                faults
-                    .nemesis
-                    .heal_all()
-                    .await
-                    .context("the nemesis could not record the final heal")?,
-            ),
-            None => {
-                cluster.backend.heal().await?;
-                None
-            }
-        };
-        let recovery = Instant::now();
-        let mut serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
-        if let (Some(faults), Some(state)) = (&faults, &left) {
-            if !state.is_healed() {
-                eprintln!(
-                    "the final heal left faults in place ({}): healing again",
-                    unhealed(state).join("; ")
-                );
-                let again = faults
-                    .nemesis
-                    .heal_all()
-                    .await
-                    .context("the nemesis could not record the final heal")?;
-                serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
-                left = Some(again);
-            }
-        }
-        stats.nemesis_unhealed = left.as_ref().map(unhealed).unwrap_or_default();
-        match serving {
-            Ok(()) => stats.recovered = true,
-            Err(problem) => {
-                eprintln!(
-                    "warning: after the final heal the cluster did not serve again within \
-                     {RECOVERY_TIMEOUT:?}: {problem} (the availability check judges it)"
-                );
-                stats.recovery_problem = Some(problem);
-            }
-        }
-        stats.recovery_secs = recovery.elapsed().as_secs_f64();
+        faults = arm_nemesis(plan, seed, cluster, &recorder)?;
+        record(&target, &options, &recorder, faults.as_ref(), &mut stats).await?;
+        heal_and_recover(plan, cluster, faults.as_ref(), &mut stats).await?;
         stats.availability =
             probe_availability(&target, &options, &recorder, AVAILABILITY_BOUND).await?;
         let finals =
@@ -314,6 +217,141 @@ async fn run_phases(
     }
     result?;
     Ok(stats)
+}
+
+/// Starts the brokers and waits until the test's topic is served; the seconds it took.
+async fn serve(plan: &WorkloadPlan, cluster: &Cluster) -> Result<f64> {
+    let started = Instant::now();
+    cluster.start().await?;
+    cluster.wait_formed(SERVING_TIMEOUT).await?;
+    cluster
+        .create_topic(
+            TOPIC,
+            plan.partitions,
+            plan.replication_factor,
+            SERVING_TIMEOUT,
+        )
+        .await?;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "cluster of {} nodes serving {} partitions after {secs:.2} s",
+        plan.nodes, plan.partitions
+    );
+    Ok(secs)
+}
+
+/// The nemesis of the plan, recording into the history (`None` without faults).
+fn arm_nemesis(
+    plan: &WorkloadPlan,
+    seed: u64,
+    cluster: &Arc<Cluster>,
+    recorder: &Recorder,
+) -> Result<Option<Faults>> {
+    if plan.nemesis.packages.is_empty() {
+        return Ok(None);
+    }
+    let control = Arc::new(ClusterFaults::new(Arc::clone(cluster))?);
+    let journal = Arc::new(HistoryJournal::new(recorder.clone()));
+    let nemesis = Nemesis::new(nemesis_options(plan, seed), control, journal.clone());
+    eprintln!(
+        "nemesis: {} every ~{:.1} s at {}",
+        plan.nemesis.list(),
+        plan.nemesis.interval.as_secs_f64(),
+        plan.nemesis.target_list()
+    );
+    Ok(Some(Faults { nemesis, journal }))
+}
+
+/// The workload and the nemesis side by side until the time limit; the nemesis stops
+/// when the workload's time is up (its step in progress finishes first).
+async fn record(
+    target: &workloads::Target,
+    options: &WorkloadOptions,
+    recorder: &Recorder,
+    faults: Option<&Faults>,
+    stats: &mut RunStats,
+) -> Result<()> {
+    let progress = spawn_progress(recorder, options.time_limit);
+    let (_stopper, stop) = workloads::stop_signal();
+    let (stop_nemesis, nemesis_stopped) = watch::channel(false);
+    let workload_done = async {
+        let ran = workloads::run_workload(target, options, recorder, &stop).await;
+        let _ = stop_nemesis.send(true);
+        ran
+    };
+    let nemesis_done = async {
+        match faults {
+            Some(faults) => Some(faults.nemesis.run(nemesis_stopped).await),
+            None => None,
+        }
+    };
+    let (ran, faulted) = tokio::join!(workload_done, nemesis_done);
+    progress.finish_and_clear();
+    let ran = ran?;
+    if let Some(Err(error)) = faulted {
+        return Err(error).context("the nemesis could not record its operations");
+    }
+    stats.workload_secs = ran.elapsed.as_secs_f64();
+    stats.ops = ran.ops;
+    stats.ok = ran.ok;
+    stats.fail = ran.fail;
+    stats.info = ran.info;
+    stats.ops_per_sec = ran.ops as f64 / stats.workload_secs.max(1e-9);
+    Ok(())
+}
+
+/// Heals everything, then waits for the cluster to serve again before availability is
+/// judged. What the heal could not undo at once (an admin request during a controller
+/// failover, say) is tried again once the cluster serves.
+async fn heal_and_recover(
+    plan: &WorkloadPlan,
+    cluster: &Cluster,
+    faults: Option<&Faults>,
+    stats: &mut RunStats,
+) -> Result<()> {
+    let mut left = match faults {
+        Some(faults) => Some(
+            faults
+                .nemesis
+                .heal_all()
+                .await
+                .context("the nemesis could not record the final heal")?,
+        ),
+        None => {
+            cluster.backend.heal().await?;
+            None
+        }
+    };
+    let recovery = Instant::now();
+    let mut serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
+    if let (Some(faults), Some(state)) = (faults, &left) {
+        if !state.is_healed() {
+            eprintln!(
+                "the final heal left faults in place ({}): healing again",
+                unhealed(state).join("; ")
+            );
+            let again = faults
+                .nemesis
+                .heal_all()
+                .await
+                .context("the nemesis could not record the final heal")?;
+            serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
+            left = Some(again);
+        }
+    }
+    stats.nemesis_unhealed = left.as_ref().map(unhealed).unwrap_or_default();
+    match serving {
+        Ok(()) => stats.recovered = true,
+        Err(problem) => {
+            eprintln!(
+                "warning: after the final heal the cluster did not serve again within \
+                 {RECOVERY_TIMEOUT:?}: {problem} (the availability check judges it)"
+            );
+            stats.recovery_problem = Some(problem);
+        }
+    }
+    stats.recovery_secs = recovery.elapsed().as_secs_f64();
+    Ok(())
 }
 
 /// The nodes of a run, and where their files go on them.
