@@ -41,7 +41,7 @@ impl Night {
             budget_secs: args.budget.as_secs_f64(),
             seed,
             command: std::env::args().collect::<Vec<_>>().join(" "),
-            broker_bin: broker_bin.display().to_string(),
+            broker_bin: crate::lifecycle::shown_path(broker_bin),
             runs: Vec::new(),
             detect: Vec::new(),
         };
