@@ -27,7 +27,8 @@ fn module_of(relative: &Path) -> ModulePath {
 }
 
 fn rust_files(dir: &Path, into: &mut Vec<std::path::PathBuf>) {
-    let entries = std::fs::read_dir(dir).expect("a readable source folder");
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: not a readable source folder: {e}", dir.display()));
     for entry in entries {
         let path = entry.expect("a folder entry").path();
         if path.is_dir() {
@@ -192,7 +193,7 @@ const CRATES: &[&str] = &[
     "harness",
     "workloads",
     "backend",
-    "store",
+    "spec",
     "report",
     "checkers",
     "history",
