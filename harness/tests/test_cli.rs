@@ -285,24 +285,21 @@ fn needs_root__the_same_seed_gives_the_same_fault_schedule() {
             "a nemesis summary line\n{all}"
         );
         let run = PathBuf::from(line(&stdout, "run:").expect("run line"));
-        let test: Value = serde_json::from_str(
-            &std::fs::read_to_string(run.join("test.json")).expect("test.json"),
-        )
-        .expect("test.json is JSON");
-        assert_eq!(test["nemesis_packages"], json!(packages), "{test}");
-        assert_eq!(test["nemesis_interval_secs"], json!(2.0), "{test}");
+        let folder = spec::RunFolder::open(&run);
+        let record = folder.read_test().expect("test.json").expect("present");
+        let spec::Plan::Workload(plan) = &record.spec.plan else {
+            panic!("a workload test: {record:?}");
+        };
+        assert_eq!(plan.nemesis.list(), packages.join(","), "{record:?}");
+        assert_eq!(plan.nemesis.interval, Duration::from_secs(2), "{record:?}");
         assert!(
-            test["command"].as_str().is_some_and(
-                |c| c.contains("--nemesis-interval 2") && c.contains("--seed 20261130")
-            ),
-            "{test}"
+            record.command.contains("--nemesis-interval 2s")
+                && record.command.contains("--seed 20261130"),
+            "{record:?}"
         );
-        let stats: Value = serde_json::from_str(
-            &std::fs::read_to_string(run.join("stats.json")).expect("stats.json"),
-        )
-        .expect("stats.json is JSON");
-        assert_eq!(stats["recovered"], json!(true), "{stats}");
-        assert!(stats["nemesis"]["by_f"].is_object(), "{stats}");
+        let stats = folder.read_stats().expect("stats.json").expect("present");
+        assert!(stats.recovered, "{stats:?}");
+        assert!(stats.nemesis.is_some(), "{stats:?}");
         runs.push(nemesis_invocations(&run));
         assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
     }
