@@ -343,25 +343,7 @@ struct RawExpect {
 #[derive(Deserialize)]
 #[serde(tag = "do", rename_all = "kebab-case", deny_unknown_fields)]
 enum RawStep {
-    Produce {
-        partition: String,
-        #[serde(default)]
-        count: Option<u32>,
-        #[serde(default)]
-        acks: Option<String>,
-        #[serde(default)]
-        batch: bool,
-        #[serde(default)]
-        concurrent: bool,
-        #[serde(default)]
-        every: Option<String>,
-        #[serde(default)]
-        to: Option<String>,
-        #[serde(default)]
-        timeout: Option<String>,
-        #[serde(default)]
-        background: bool,
-    },
+    Produce(ProduceKeys),
     Read {
         partition: String,
     },
@@ -826,30 +808,7 @@ fn validate_step(
 ) -> Result<StepKind, (&'static str, String)> {
     let nodes = &cluster.nodes;
     let (what, kind) = match raw {
-        RawStep::Produce {
-            partition,
-            count,
-            acks,
-            batch,
-            concurrent,
-            every,
-            to,
-            timeout,
-            background,
-        } => {
-            let keys = ProduceKeys {
-                partition,
-                count,
-                acks,
-                batch,
-                concurrent,
-                every,
-                to,
-                timeout,
-                background,
-            };
-            ("produce", produce_step(keys, nodes, topic))
-        }
+        RawStep::Produce(keys) => ("produce", produce_step(keys, nodes, topic)),
         RawStep::Read { partition } => ("read", read_step(&partition, topic)),
         RawStep::Kill { nodes: spec, wipe } => ("kill", kill_step(&spec, wipe, nodes)),
         RawStep::Start { nodes: list } => ("start", start_step(&list, nodes)),
@@ -917,15 +876,25 @@ fn validate_step(
 }
 
 /// The keys of a produce step, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ProduceKeys {
     partition: String,
+    #[serde(default)]
     count: Option<u32>,
+    #[serde(default)]
     acks: Option<String>,
+    #[serde(default)]
     batch: bool,
+    #[serde(default)]
     concurrent: bool,
+    #[serde(default)]
     every: Option<String>,
+    #[serde(default)]
     to: Option<String>,
+    #[serde(default)]
     timeout: Option<String>,
+    #[serde(default)]
     background: bool,
 }
 
