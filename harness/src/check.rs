@@ -305,10 +305,10 @@ pub fn run(args: &CheckArgs) -> Result<i32> {
         }
         print_summary(&outcome);
         if path.is_dir() {
-            write_json(&path.join("results.json"), &outcome.results)?;
+            spec::folder::write_json(&path.join("results.json"), &outcome.results)?;
         }
         if let Some(out) = &args.json {
-            write_json(out, &outcome.results)?;
+            spec::folder::write_json(out, &outcome.results)?;
         }
         return Ok(outcome.results.verdict.exit_code());
     }
@@ -396,7 +396,7 @@ fn check_many(files: &[PathBuf], settings: &CheckSettings, json: Option<&Path>) 
     };
     if let Some(out) = json {
         let files = ok_outcomes;
-        write_json(
+        spec::folder::write_json(
             out,
             &ManyFiles {
                 verdict,
@@ -406,11 +406,6 @@ fn check_many(files: &[PathBuf], settings: &CheckSettings, json: Option<&Path>) 
         )?;
     }
     Ok(exit_code)
-}
-
-pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value).context("serializing results")?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
 /// How many instances of one anomaly kind the terminal summary shows.

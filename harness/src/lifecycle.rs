@@ -132,9 +132,8 @@ impl Broker {
 /// is one.
 pub async fn run<P: Phases>(spec: &TestSpec, phases: &P, broker: &Broker) -> Result<Finished> {
     let began = Instant::now();
-    let broker_bin = broker.path.clone();
     let folder = RunFolder::create(&spec.store, &spec.name)?;
-    run_in(spec, phases, &broker_bin, &folder, began)
+    run_in(spec, phases, &broker.path, &folder, began)
         .await
         .with_context(|| format!("run {}", folder.dir().display()))
 }
@@ -170,28 +169,13 @@ fn write_record<P: Phases>(
     let record = TestRecord {
         spec: spec.clone(),
         command: spec.command_line(),
-        broker_bin: shown_path(broker_bin),
+        broker_bin: spec::folder::shown_path(broker_bin),
         topic: phases.topic(),
         started: chrono::Local::now().to_rfc3339(),
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
         scenario: phases.scenario(),
     };
     Ok(folder.write_test(&record)?)
-}
-
-/// A path as records and pages show it: relative to the current folder when it is inside
-/// it (a checkout's `target/release/broker` reads the same on every machine).
-pub fn shown_path(path: &Path) -> String {
-    std::env::current_dir()
-        .ok()
-        .and_then(|here| here.canonicalize().ok())
-        .and_then(|here| {
-            let full = path.canonicalize().ok()?;
-            full.strip_prefix(&here).ok().map(Path::to_path_buf)
-        })
-        .unwrap_or_else(|| path.to_path_buf())
-        .display()
-        .to_string()
 }
 
 /// The cluster on the nodes, the test's phases, then the brokers stopped and their logs

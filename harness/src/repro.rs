@@ -205,5 +205,5 @@ fn write_table(out: &Path, outcomes: &[PlayOutcome]) -> Result<()> {
         all_met: outcomes.iter().all(|o| o.met),
         runs: outcomes,
     };
-    crate::check::write_json(out, &table)
+    Ok(spec::folder::write_json(out, &table)?)
 }

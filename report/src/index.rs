@@ -19,6 +19,7 @@ use spec::folder as files;
 use spec::{Plan, RunFolder, TestRecord};
 
 use crate::assets;
+use crate::run::note;
 use crate::ReportError;
 
 /// A run's overall verdict; `None` when there is no (readable) `results.json` yet.
@@ -128,24 +129,19 @@ fn time_key(time: &str) -> (&str, u64) {
     }
 }
 
-/// A file's content, or `None` with a note of why it cannot be used.
-fn usable<T>(problems: &mut Vec<String>, read: Result<Option<T>, spec::FolderError>) -> Option<T> {
-    match read {
-        Ok(value) => value,
-        Err(error) => {
-            problems.push(error.to_string());
-            None
-        }
-    }
-}
-
 /// Reads what the index shows of one run folder; never fails, records problems instead.
 fn summarize(dir: &Path, name: &str, time: &str) -> RunSummary {
     let mut problems = Vec::new();
     let folder = RunFolder::open(dir);
-    let test: Option<TestRecord> = usable(&mut problems, folder.read_test());
-    let results = usable(&mut problems, folder.read_results());
-    let expectation = usable(&mut problems, folder.read_expectation());
+    let test: Option<TestRecord> = folder
+        .read_test()
+        .unwrap_or_else(|e| note(&mut problems, e));
+    let results = folder
+        .read_results()
+        .unwrap_or_else(|e| note(&mut problems, e));
+    let expectation = folder
+        .read_expectation()
+        .unwrap_or_else(|e| note(&mut problems, e));
     let workload = test.as_ref().map(|t| match &t.spec.plan {
         Plan::Workload(plan) => plan.workload.to_string(),
         Plan::Scenario(plan) => format!("{} ({})", plan.scenario, plan.mode.as_str()),

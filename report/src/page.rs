@@ -47,7 +47,7 @@ pub fn render(data: &RunData) -> String {
                 h1 { (name) }
                 p.muted {
                     @if let Some(test) = &data.test { "started " (test.started) " · " }
-                    "folder " code { (shown_dir(&data.dir)) }
+                    "folder " code { (spec::folder::shown_path(&data.dir)) }
                 }
                 (banner(data, verdict))
                 (warnings(data))
@@ -63,24 +63,6 @@ pub fn render(data: &RunData) -> String {
         }
     }
     .into_string()
-}
-
-/// The run folder as the page names it: relative to the current folder when it is
-/// inside it (a store in the checkout reads `store/<name>/<time>` on any machine).
-fn shown_dir(dir: &std::path::Path) -> String {
-    let inside = std::env::current_dir()
-        .ok()
-        .and_then(|here| here.canonicalize().ok())
-        .and_then(|here| {
-            let dir = dir.canonicalize().ok()?;
-            dir.strip_prefix(&here)
-                .ok()
-                .map(std::path::Path::to_path_buf)
-        });
-    inside
-        .unwrap_or_else(|| dir.to_path_buf())
-        .display()
-        .to_string()
 }
 
 /// Anomalies of one kind in one checker's report.

@@ -99,7 +99,7 @@ impl RunData {
 
 /// A run-folder file that is there but cannot be used becomes a note; the page goes on
 /// without it.
-fn note<T>(problems: &mut Vec<String>, error: spec::FolderError) -> Option<T> {
+pub(crate) fn note<T>(problems: &mut Vec<String>, error: spec::FolderError) -> Option<T> {
     problems.push(error.to_string());
     None
 }

@@ -319,6 +319,22 @@ impl RunFolder {
     }
 }
 
+/// A path as records and pages show it: relative to the current folder when it is
+/// inside it (a checkout's `target/release/broker` or `store/<name>/<time>` reads the
+/// same on every machine), as given otherwise.
+pub fn shown_path(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|here| here.canonicalize().ok())
+        .and_then(|here| {
+            let full = path.canonicalize().ok()?;
+            full.strip_prefix(&here).ok().map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
 /// Writes `value` as pretty JSON, a newline at the end.
 pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), FolderError> {
     let text = serde_json::to_string_pretty(value).map_err(|source| FolderError::Parse {

@@ -188,14 +188,6 @@ pub enum HostsSource {
 pub struct SpecError(pub String);
 
 impl TestSpec {
-    /// How many broker nodes the test needs (a scenario's are in its file: `None`).
-    pub fn nodes(&self) -> Option<u32> {
-        match &self.plan {
-            Plan::Workload(plan) => Some(plan.nodes),
-            Plan::Scenario(_) => None,
-        }
-    }
-
     /// The name a test's runs get when none is given: the workload's, or the scenario's
     /// and its mode.
     pub fn default_name(plan: &Plan) -> String {

@@ -41,7 +41,7 @@ impl Night {
             budget_secs: args.budget.as_secs_f64(),
             seed,
             command: std::env::args().collect::<Vec<_>>().join(" "),
-            broker_bin: crate::lifecycle::shown_path(broker_bin),
+            broker_bin: spec::folder::shown_path(broker_bin),
             runs: Vec::new(),
             detect: Vec::new(),
         };
@@ -99,7 +99,7 @@ impl Night {
     /// Rewrites `summary.json`, `summary.html` and `junit.xml`.
     pub fn write(&self) -> Result<()> {
         let changes = summary::compare(self.previous.as_ref().map(|(_, s)| s), &self.summary);
-        crate::check::write_json(&self.dir.join("summary.json"), &self.summary)?;
+        spec::folder::write_json(&self.dir.join("summary.json"), &self.summary)?;
         let html = summary::render_html(
             &self.summary,
             &changes,

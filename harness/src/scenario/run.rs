@@ -130,7 +130,7 @@ impl Phases for ScenarioTest<'_> {
             name: scenario.name.clone(),
             title: scenario.title.clone(),
             jira: scenario.jira.clone(),
-            file: lifecycle::shown_path(&scenario.path),
+            file: spec::folder::shown_path(&scenario.path),
             nodes: scenario.cluster.nodes.len(),
             node_settings: scenario.cluster.node_settings.clone(),
             assignment: scenario.topic.assignment.clone(),
