@@ -33,15 +33,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::{Json, Router};
+use driver::{BrokerClient, BrokerConnector, ClientNode};
 use history::Outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use workloads::client::BrokerClient;
 use workloads::recorder::Recorder;
-use workloads::{run_workload, stop_signal, Target, TargetNode, WorkloadKind, WorkloadOptions};
+use workloads::{run_workload, stop_signal, Target, WorkloadKind, WorkloadOptions};
 
 const TOPIC: &str = "bench";
 const PARTITIONS: u32 = 8;
@@ -226,6 +226,16 @@ fn start_trivial_broker() -> Result<TrivialBroker, String> {
     })
 }
 
+/// The workers' clients of the trivial broker, as our broker's driver makes them.
+fn connector_of(address: std::net::SocketAddr) -> Result<BrokerConnector, String> {
+    let target = Target::new(vec!["n1".into()], TOPIC, PARTITIONS).map_err(|e| e.to_string())?;
+    let node = ClientNode {
+        broker_id: 1,
+        url: format!("http://{address}"),
+    };
+    BrokerConnector::new(target, vec![node]).map_err(|e| e.to_string())
+}
+
 fn scratch(name: &str) -> Result<std::path::PathBuf, String> {
     let dir = std::env::temp_dir().join(format!("harness-bench-record-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -235,16 +245,7 @@ fn scratch(name: &str) -> Result<std::path::PathBuf, String> {
 /// Workers and recorder against the trivial broker.
 fn bench_workload(runtime: &tokio::runtime::Runtime, workload: WorkloadKind) -> Result<(), String> {
     let broker = start_trivial_broker()?;
-    let target = Target::new(
-        vec![TargetNode {
-            name: "n1".into(),
-            broker_id: 1,
-            client_url: format!("http://{}", broker.address),
-        }],
-        TOPIC,
-        PARTITIONS,
-    )
-    .map_err(|e| e.to_string())?;
+    let connector = connector_of(broker.address)?;
     let path = scratch(&format!("{workload}.jsonl"))?;
     let recorder = Recorder::create(&path).map_err(|e| e.to_string())?;
     let options = WorkloadOptions {
@@ -259,7 +260,7 @@ fn bench_workload(runtime: &tokio::runtime::Runtime, workload: WorkloadKind) -> 
     let cpu_before = cpu_seconds("/proc/self/stat");
     let started = Instant::now();
     let stats = runtime
-        .block_on(run_workload(&target, &options, &recorder, &stop))
+        .block_on(run_workload(&connector, &options, &recorder, &stop))
         .map_err(|e| e.to_string())?;
     let elapsed = started.elapsed().as_secs_f64();
     let counts = recorder.finish().map_err(|e| e.to_string())?;
@@ -305,30 +306,19 @@ fn bench_workload(runtime: &tokio::runtime::Runtime, workload: WorkloadKind) -> 
 /// as many tasks as the workloads have workers.
 fn bench_http_floor(runtime: &tokio::runtime::Runtime) -> Result<(), String> {
     let broker = start_trivial_broker()?;
-    let target = Target::new(
-        vec![TargetNode {
-            name: "n1".into(),
-            broker_id: 1,
-            client_url: format!("http://{}", broker.address),
-        }],
-        TOPIC,
-        PARTITIONS,
-    )
-    .map_err(|e| e.to_string())?;
-    let target = Arc::new(target);
+    let connector = connector_of(broker.address)?;
     let cpu_before = cpu_seconds("/proc/self/stat");
     let started = Instant::now();
     let requests = runtime.block_on(async {
         let mut tasks = tokio::task::JoinSet::new();
         for worker in 0..CONCURRENCY {
-            let mut client = BrokerClient::new(Arc::clone(&target), Duration::from_secs(5), worker)
-                .map_err(|e| e.to_string())?;
+            let mut client: BrokerClient = connector.client(Duration::from_secs(5), worker);
             tasks.spawn(async move {
                 let mut sent = 0i64;
                 while started.elapsed() < RUN_FOR {
                     let value = json!(worker as i64 + sent * CONCURRENCY as i64);
                     client
-                        .produce(0, 0, &value)
+                        .produce(0, 0, &value, sut::Acks::All)
                         .await
                         .map_err(|e| e.to_string())?;
                     sent += 1;

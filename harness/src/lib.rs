@@ -6,7 +6,9 @@
 //! - [`check`]: `harness check`, offline checking of stored histories.
 //! - [`export`]: `harness export`, a history as Jepsen EDN for Knossos/Elle.
 //! - [`clean`]: `harness clean`, removing what crashed runs left behind.
-//! - [`cluster`]: the brokers of a test: binary, `node.toml`s, start, stop, logs.
+//! - [`system`]: the system under test (our broker's driver), named once.
+//! - [`cluster`]: the processes of a test: their files (from the [`sut::Db`]), start,
+//!   stop, logs, and the running cluster's [`sut::Api`].
 //! - [`faults`]: the nemesis's hold on a real test: its `ClusterControl` on the cluster
 //!   and backend, its `Journal` on the history recorder.
 //! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder.
@@ -31,6 +33,7 @@ pub mod report_cmd;
 pub mod repro;
 pub mod scenario;
 pub mod serve;
+pub mod system;
 pub mod test_run;
 
 /// Exit code for an error of the harness itself (bad input, unreadable file, ...).

@@ -26,7 +26,7 @@ use spec::{
 use workloads::Checker;
 
 use crate::check::{self, CheckModel, CheckSettings, FileOutcome};
-use crate::cluster::{self, Cluster, ClusterSpec};
+use crate::cluster::{Cluster, ClusterSpec};
 
 /// The topic every workload test writes to.
 pub const TOPIC: &str = "jepsen";
@@ -188,15 +188,19 @@ async fn run_on_nodes<P: Phases>(
     nodes: &StartedBackend,
 ) -> Result<Ran> {
     let cluster_spec = ClusterSpec {
-        broker_bin: broker_bin.to_path_buf(),
+        program: broker_bin.to_path_buf(),
         bugs: spec.brokers.bugs.clone(),
         settings: spec.brokers.config.clone(),
         node_settings: phases.node_settings(),
         root: nodes.root.clone(),
         local_dir: folder.nodes(),
-        install_broker: nodes.install_broker,
+        install_program: nodes.install_broker,
     };
-    let cluster = Arc::new(Cluster::new(Arc::clone(&nodes.backend), cluster_spec)?);
+    let cluster = Arc::new(Cluster::new(
+        Arc::clone(&nodes.backend),
+        crate::system::db(),
+        cluster_spec,
+    )?);
     let ran = phases.run(&cluster, folder).await;
     let stopped = cluster.stop(phases.stop_grace()).await;
     for problem in cluster.collect_logs(&folder.nodes()).await {
@@ -331,7 +335,7 @@ fn broker_binary(given: Option<&Path>) -> Result<PathBuf> {
         }
         None => {
             eprintln!("building the broker (cargo build -p broker --features failpoints)...");
-            Ok(cluster::build_broker()?)
+            Ok(crate::system::build()?)
         }
     }
 }

@@ -202,7 +202,7 @@ impl TestArgs {
             plan,
         };
         spec.validate()?;
-        crate::cluster::validate_settings(&spec.brokers.config)?;
+        crate::system::check_settings(&spec.brokers.config)?;
         Ok(spec)
     }
 }

@@ -35,6 +35,7 @@ use crate::check::CheckSettings;
 use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
 use crate::lifecycle::{self, Broker, Phases, Ran, TOPIC};
+use sut::{Connector, TopicLayout, TopicSpec};
 
 /// How long the cluster may take to form and serve the topic.
 const SERVING_TIMEOUT: Duration = Duration::from_secs(90);
@@ -192,19 +193,26 @@ async fn run_phases(
     let mut faults: Option<Faults> = None;
     let result = async {
         stats.serving_secs = serve(plan, cluster).await?;
-        let target = cluster.target(TOPIC, plan.partitions);
+        let connector = cluster.connector(&cluster.target(TOPIC, plan.partitions))?;
         let recorder = Recorder::create(&folder.history())?;
         let mut options = WorkloadOptions::new(plan.workload, seed);
         options.concurrency = plan.concurrency;
         options.rate = plan.rate;
         options.time_limit = plan.time_limit;
         faults = arm_nemesis(plan, seed, cluster, &recorder)?;
-        record(&target, &options, &recorder, faults.as_ref(), &mut stats).await?;
+        record(
+            &*connector,
+            &options,
+            &recorder,
+            faults.as_ref(),
+            &mut stats,
+        )
+        .await?;
         heal_and_recover(plan, cluster, faults.as_ref(), &mut stats).await?;
         stats.availability =
-            probe_availability(&target, &options, &recorder, AVAILABILITY_BOUND).await?;
+            probe_availability(&*connector, &options, &recorder, AVAILABILITY_BOUND).await?;
         let finals =
-            workloads::final_reads(&target, &options, &recorder, FINAL_READS_TIMEOUT).await?;
+            workloads::final_reads(&*connector, &options, &recorder, FINAL_READS_TIMEOUT).await?;
         stats.final_reads_complete = finals.complete();
         stats.nemesis = faults.as_ref().map(|f| f.journal.tally());
         recorder.finish()?;
@@ -224,14 +232,18 @@ async fn serve(plan: &WorkloadPlan, cluster: &Cluster) -> Result<f64> {
     let started = Instant::now();
     cluster.start().await?;
     cluster.wait_formed(SERVING_TIMEOUT).await?;
+    let topic = TopicSpec {
+        name: TOPIC.to_string(),
+        layout: TopicLayout::Spread {
+            partitions: plan.partitions,
+            replication_factor: plan.replication_factor,
+        },
+    };
     cluster
-        .create_topic(
-            TOPIC,
-            plan.partitions,
-            plan.replication_factor,
-            SERVING_TIMEOUT,
-        )
-        .await?;
+        .api
+        .create_topic(&topic, SERVING_TIMEOUT)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "cluster of {} nodes serving {} partitions after {secs:.2} s",
@@ -250,7 +262,7 @@ fn arm_nemesis(
     if plan.nemesis.packages.is_empty() {
         return Ok(None);
     }
-    let control = Arc::new(ClusterFaults::new(Arc::clone(cluster))?);
+    let control = Arc::new(ClusterFaults::new(Arc::clone(cluster)));
     let journal = Arc::new(HistoryJournal::new(recorder.clone()));
     let nemesis = Nemesis::new(nemesis_options(plan, seed), control, journal.clone());
     eprintln!(
@@ -265,7 +277,7 @@ fn arm_nemesis(
 /// The workload and the nemesis side by side until the time limit; the nemesis stops
 /// when the workload's time is up (its step in progress finishes first).
 async fn record(
-    target: &workloads::Target,
+    connector: &dyn Connector,
     options: &WorkloadOptions,
     recorder: &Recorder,
     faults: Option<&Faults>,
@@ -275,7 +287,7 @@ async fn record(
     let (_stopper, stop) = workloads::stop_signal();
     let (stop_nemesis, nemesis_stopped) = watch::channel(false);
     let workload_done = async {
-        let ran = workloads::run_workload(target, options, recorder, &stop).await;
+        let ran = workloads::run_workload(connector, options, recorder, &stop).await;
         let _ = stop_nemesis.send(true);
         ran
     };
@@ -414,15 +426,15 @@ async fn wait_serving(cluster: &Cluster, partitions: u32, timeout: Duration) -> 
     loop {
         let mut silent = Vec::new();
         for node in &cluster.nodes {
-            if !cluster.node_answers(&node.name).await {
+            if !cluster.api.answers(&node.name).await {
                 silent.push(node.name.clone());
             }
         }
         let missing = if !silent.is_empty() {
             format!("the client API of {} does not answer", silent.join(", "))
-        } else if !cluster.all_partitions_led(TOPIC, partitions).await {
+        } else if !cluster.api.topic_served(TOPIC, partitions).await {
             "not every partition has a leader serving reads".to_string()
-        } else if !cluster.leaders_caught_up(TOPIC, partitions).await {
+        } else if !cluster.api.caught_up(TOPIC, partitions).await {
             "not every leader's high watermark has reached its log end".to_string()
         } else {
             return Ok(());

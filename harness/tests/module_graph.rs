@@ -199,7 +199,34 @@ const CRATES: &[&str] = &[
     "history",
     "nemesis",
     "rng",
+    "sut",
+    "driver",
 ];
+
+#[test]
+fn only_the_driver_knows_the_brokers_api() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut found = Vec::new();
+    for name in CRATES.iter().filter(|c| **c != "driver") {
+        let mut files = Vec::new();
+        rust_files(&root.join(name).join("src"), &mut files);
+        assert!(!files.is_empty(), "{name}/src was not read");
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("source file");
+            let code = code(&text);
+            let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+            // The broker's HTTP paths belong to the driver.
+            if code.contains("\"/v1/") {
+                found.push(format!("{shown}: a /v1/ path"));
+            }
+            // The harness names the driver in one place.
+            if code.contains("driver::") && !shown.ends_with("harness/src/system.rs") {
+                found.push(format!("{shown}: names the driver"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "broker knowledge outside the driver: {found:#?}");
+}
 
 #[test]
 fn the_modules_of_each_crate_have_no_cycle() {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use backend::netns::NetnsBackend;
 use backend::Backend;
 use common::{is_root, run_leftovers};
-use harness::cluster::{self, Cluster, ClusterSpec};
+use harness::cluster::{Cluster, ClusterSpec};
 use harness::faults::{ClusterFaults, HistoryJournal};
 use nemesis::schedule::ScheduleOptions;
 use nemesis::{
@@ -33,6 +33,7 @@ use nemesis::{
     Step, TargetSpec,
 };
 use serde_json::{json, Value};
+use sut::{TopicLayout, TopicSpec};
 use tokio::sync::watch;
 use workloads::recorder::Recorder;
 
@@ -79,10 +80,21 @@ impl Probe {
     }
 
     fn url(&self, node: &str) -> String {
-        self.cluster
+        let address = self
+            .cluster
             .node(node)
             .unwrap_or_else(|| panic!("no node {node}"))
-            .client_url()
+            .address;
+        format!(
+            "http://{}",
+            std::net::SocketAddr::new(address, driver::CLIENT_PORT)
+        )
+    }
+
+    /// Our broker's id of `node`.
+    fn broker_id(&self, node: &str) -> u32 {
+        let index = self.cluster.nodes.iter().position(|n| n.name == node);
+        driver::BrokerDb::broker_id(index.unwrap_or_else(|| panic!("no node {node}")))
     }
 
     /// The registered brokers as `node`'s `/v1/metadata` names them; `None` when it
@@ -94,13 +106,14 @@ impl Probe {
             return None;
         }
         let metadata: Value = response.json().await.ok()?;
-        let ids: Vec<(String, u32)> = self
-            .cluster
-            .nodes
-            .iter()
-            .map(|n| (n.name.clone(), n.broker_id))
-            .collect();
-        Some(Roles::from_metadata(&ids, &metadata).registered)
+        let ids = driver::views::BrokerIds(
+            self.cluster
+                .nodes
+                .iter()
+                .map(|n| (n.name.clone(), self.broker_id(&n.name)))
+                .collect(),
+        );
+        Some(driver::views::roles(&ids, &metadata)?.registered)
     }
 
     /// Appends `value` with acks=1 through `leader`; its offset.
@@ -235,7 +248,7 @@ struct Faulted {
 
 impl Rig {
     fn new(name: &str) -> Rig {
-        let broker_bin = cluster::build_broker().expect("building the broker");
+        let broker_bin = driver::build_broker().expect("building the broker");
         let dir = scratch(name);
         let runtime = runtime();
         let backend = Arc::new(
@@ -245,16 +258,17 @@ impl Rig {
         );
         let prefix = backend.prefix().to_string();
         let spec = ClusterSpec {
-            broker_bin,
+            program: broker_bin,
             bugs: Vec::new(),
             settings: vec!["metadata.session_timeout_ms=3000".into()],
             node_settings: Default::default(),
             root: dir.join("nodes"),
             local_dir: dir.join("nodes"),
-            install_broker: false,
+            install_program: false,
         };
         let dyn_backend: Arc<dyn Backend> = backend.clone();
-        let cluster = Arc::new(Cluster::new(dyn_backend, spec).expect("cluster"));
+        let db = Arc::new(driver::BrokerDb);
+        let cluster = Arc::new(Cluster::new(dyn_backend, db, spec).expect("cluster"));
         Rig {
             runtime,
             backend,
@@ -273,11 +287,19 @@ impl Rig {
         let cluster = &self.cluster;
         cluster.start().await.expect("starting the brokers");
         cluster.wait_formed(FORM_BOUND).await.expect("formed");
+        let topic = TopicSpec {
+            name: TOPIC.into(),
+            layout: TopicLayout::Spread {
+                partitions: PARTITIONS,
+                replication_factor: NODES as u32,
+            },
+        };
         cluster
-            .create_topic(TOPIC, PARTITIONS, NODES as u32, FORM_BOUND)
+            .api
+            .create_topic(&topic, FORM_BOUND)
             .await
             .expect("topic");
-        let control = Arc::new(ClusterFaults::new(Arc::clone(cluster)).expect("control"));
+        let control = Arc::new(ClusterFaults::new(Arc::clone(cluster)));
         let recorder = Recorder::create(&self.history_path()).expect("recorder");
         let journal = Arc::new(HistoryJournal::new(recorder.clone()));
         let options = NemesisOptions {
@@ -466,8 +488,8 @@ fn needs_root__a_metadata_port_cut_expires_the_session_but_leaves_replication_op
         );
 
         // Deregistered, it is out of the partition's ISR.
-        let leader_id = cluster.node(&leader).expect("leader").broker_id;
-        let node_id = cluster.node(&node).expect("node").broker_id;
+        let leader_id = probe.broker_id(&leader);
+        let node_id = probe.broker_id(&node);
         let leader_view = eventually(
             "the leader drops the node from its ISR",
             CATCH_UP_BOUND,
@@ -597,7 +619,7 @@ fn needs_root__a_wiping_kill_restarts_the_node_without_its_partitions_but_with_i
         .await;
         // A stray entry beside the partitions' folders goes with them; the quorum's
         // folder stays (the very folder: same inode).
-        let data_dir = cluster.node(&node).expect("node").data_dir();
+        let data_dir = cluster.db.data_dir(cluster.node(&node).expect("node"));
         let stray = data_dir.join("stray-entry");
         std::fs::write(&stray, "wiped with the partitions\n").expect("stray entry");
         let quorum_dir = data_dir.join("metadata");
@@ -656,7 +678,7 @@ fn needs_root__a_wiping_kill_restarts_the_node_without_its_partitions_but_with_i
         })
         .await;
         // Its quorum member restarted on its kept files.
-        let log = std::fs::read_to_string(cluster.node(&node).expect("node").log_file())
+        let log = std::fs::read_to_string(cluster.db.log_file(cluster.node(&node).expect("node")))
             .expect("broker log");
         assert!(
             log.contains("pristine=false"),

@@ -1007,7 +1007,7 @@ fn needs_sshd__the_ssh_backend_runs_commands_daemons_copies_and_cuts_and_removes
 fn needs_sshd__harness_test_over_ssh_ends_valid_and_leaves_nothing_behind() {
     require_prerequisites();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let broker = harness::cluster::build_broker().expect("building the broker");
+    let broker = driver::build_broker().expect("building the broker");
     let started = Instant::now();
     let hosts = Hosts::new("e2e");
     let controls_before = control_dirs();

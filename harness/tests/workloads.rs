@@ -20,6 +20,7 @@ use axum::{Json, Router};
 use checkers::linear::{check_linearizable, LinearOptions, ModelKind};
 use checkers::log::{check_log, AnomalyKind};
 use checkers::Verdict;
+use driver::{BrokerConnector, ClientNode};
 use history::{pair, read_history, History, OpType, Outcome, Process};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -31,8 +32,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use workloads::recorder::Recorder;
 use workloads::{
-    final_reads, run_workload, stop_signal, Consistency, Target, TargetNode, WorkloadKind,
-    WorkloadOptions,
+    final_reads, run_workload, stop_signal, Consistency, Target, WorkloadKind, WorkloadOptions,
 };
 
 const TOPIC: &str = "t";
@@ -330,7 +330,8 @@ async fn closing_node(listener: TcpListener, fake: Arc<Fake>) {
 
 struct FakeCluster {
     fake: Arc<Fake>,
-    target: Target,
+    /// The workers' clients of the fake nodes (our broker's client).
+    connector: Arc<BrokerConnector>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -381,16 +382,17 @@ impl FakeCluster {
                 }
             };
             tasks.push(task);
-            nodes.push(TargetNode {
-                name: format!("n{id}"),
+            nodes.push(ClientNode {
                 broker_id: id,
-                client_url: format!("http://{address}"),
+                url: format!("http://{address}"),
             });
         }
-        let target = Target::new(nodes, TOPIC, partitions).expect("target");
+        let names = (1..=NODES).map(|id| format!("n{id}")).collect();
+        let target = Target::new(names, TOPIC, partitions).expect("target");
+        let connector = BrokerConnector::new(target, nodes).expect("connector");
         FakeCluster {
             fake,
-            target,
+            connector: Arc::new(connector),
             tasks,
         }
     }
@@ -452,14 +454,19 @@ fn options(workload: WorkloadKind, seed: u64) -> WorkloadOptions {
 async fn run(cluster: &FakeCluster, options: &WorkloadOptions, path: &Path) -> History {
     let recorder = Recorder::create(path).expect("recorder");
     let (_stopper, stop) = stop_signal();
-    let stats = run_workload(&cluster.target, options, &recorder, &stop)
+    let stats = run_workload(&*cluster.connector, options, &recorder, &stop)
         .await
         .expect("workload runs");
     let per_worker = options.ops_per_worker.expect("an op limit");
     assert_eq!(stats.ops, per_worker * options.concurrency as u64);
-    let finals = final_reads(&cluster.target, options, &recorder, Duration::from_secs(20))
-        .await
-        .expect("final reads run");
+    let finals = final_reads(
+        &*cluster.connector,
+        options,
+        &recorder,
+        Duration::from_secs(20),
+    )
+    .await
+    .expect("final reads run");
     assert!(finals.complete(), "{finals:?}");
     let counts = recorder.finish().expect("history finished");
     let (history, _) = read_history(path, None).expect("history reads back");
@@ -684,9 +691,12 @@ async fn errors_are_classified_and_info_moves_the_worker_to_a_new_process() {
     };
     let (stopper, stop) = stop_signal();
     let run = {
-        let (target, options, recorder) =
-            (cluster.target.clone(), options.clone(), recorder.clone());
-        tokio::spawn(async move { run_workload(&target, &options, &recorder, &stop).await })
+        let (connector, options, recorder) = (
+            Arc::clone(&cluster.connector),
+            options.clone(),
+            recorder.clone(),
+        );
+        tokio::spawn(async move { run_workload(&*connector, &options, &recorder, &stop).await })
     };
     // Two whole cycles of both scripts, and several closed connections.
     wait_until(Duration::from_secs(30), "every error class", || {
@@ -705,7 +715,7 @@ async fn errors_are_classified_and_info_moves_the_worker_to_a_new_process() {
     assert_eq!(stats.processes, concurrency as u64 + stats.info);
     cluster.heal();
     let finals = final_reads(
-        &cluster.target,
+        &*cluster.connector,
         &options,
         &recorder,
         Duration::from_secs(20),
@@ -881,9 +891,12 @@ async fn the_history_reads_back_after_the_recorder_is_dropped_mid_run() {
     };
     let (_stopper, stop) = stop_signal();
     let run = {
-        let (target, options, recorder) =
-            (cluster.target.clone(), options.clone(), recorder.clone());
-        tokio::spawn(async move { run_workload(&target, &options, &recorder, &stop).await })
+        let (connector, options, recorder) = (
+            Arc::clone(&cluster.connector),
+            options.clone(),
+            recorder.clone(),
+        );
+        tokio::spawn(async move { run_workload(&*connector, &options, &recorder, &stop).await })
     };
     wait_until(Duration::from_secs(30), "200 ok ops", || {
         recorder.counts().total().ok >= 200

@@ -4,59 +4,25 @@
 //!
 //! Both are object safe; async methods return boxed futures polled on tokio.
 
-use std::future::Future;
-use std::pin::Pin;
-
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::grudge::{Grudge, Ports};
 use crate::roles::Roles;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use sut::{AdminAction, BoxFuture};
 
 /// A failed action on the cluster, with a message that says what and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ControlError(pub String);
 
-/// An admin request through the broker's API (nodes by name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "action", rename_all = "kebab-case")]
-pub enum AdminAction {
-    /// `POST /v1/admin/transfer-leader`.
-    TransferLeader {
-        topic: String,
-        partition: u32,
-        to: String,
-    },
-    /// `POST /v1/admin/elect-preferred` for every partition.
-    ElectPreferred,
-    /// `POST /v1/admin/reassign`: the partition's new replica list.
-    Reassign {
-        topic: String,
-        partition: u32,
-        replicas: Vec<String>,
-    },
-}
-
-impl AdminAction {
-    /// The history's `f` of this request.
-    pub fn f(&self) -> &'static str {
-        match self {
-            AdminAction::TransferLeader { .. } => "transfer-leader",
-            AdminAction::ElectPreferred => "elect-preferred",
-            AdminAction::Reassign { .. } => "reassign",
-        }
-    }
-}
-
 /// The cluster as the nemesis acts on it. Node names are `n1..nN`.
 pub trait ClusterControl: Send + Sync {
     /// Every node of the test, in order.
     fn nodes(&self) -> Vec<String>;
 
-    /// The roles now, from `GET /v1/metadata` of the first node that answers; `None`
+    /// The roles now, from the first node that answers (`sut::Api::roles`); `None`
     /// when none does.
     fn roles(&self) -> BoxFuture<'_, Option<Roles>>;
 

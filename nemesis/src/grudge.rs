@@ -355,6 +355,7 @@ mod tests {
     /// Five nodes: controller n2, quorum leader n3, partitions led by n4 and n5.
     fn five() -> Roles {
         let partition = |p: u32, leader: &str| PartitionRoles {
+            leader_epoch: None,
             topic: "t".into(),
             partition: p,
             leader: Some(leader.into()),
@@ -362,6 +363,7 @@ mod tests {
             isr: vec![],
         };
         Roles {
+            controller_epoch: 0,
             controller: Some("n2".into()),
             meta_leader: Some("n3".into()),
             partitions: vec![partition(0, "n4"), partition(1, "n5"), partition(2, "n4")],
@@ -658,6 +660,7 @@ mod tests {
             .unwrap();
         assert_eq!(alone(&all), set(&["n1", "n2", "n3", "n4", "n5"]));
         let no_controller = Roles {
+            controller_epoch: 0,
             controller: None,
             ..five()
         };

@@ -4,7 +4,7 @@
 //! Every choice draws from `rng::Rng`, the workspace's seeded random numbers.
 //!
 //! - [`roles`]: the cluster's roles (controller, metadata-quorum leader, partition
-//!   leaders, registered brokers) as one `GET /v1/metadata` shows them.
+//!   leaders, registered brokers) at one moment (`sut::Roles`, from the system's API).
 //! - [`target`]: node targets (`one`, `minority`, `majority`, `all`, `leaders`,
 //!   `controller`, `meta-leader`, explicit nodes) and their resolution against [`Roles`].
 //! - [`grudge`]: network partitions as grudges (who drops whose packets) and the shapes:

@@ -274,6 +274,7 @@ mod tests {
 
     fn partition(p: u32, leader: Option<&str>) -> PartitionRoles {
         PartitionRoles {
+            leader_epoch: None,
             topic: "t".into(),
             partition: p,
             leader: leader.map(String::from),
@@ -286,6 +287,7 @@ mod tests {
     /// leaderless.
     fn five() -> Roles {
         Roles {
+            controller_epoch: 0,
             nodes: names(5),
             registered: names(5).into_iter().collect(),
             controller: Some("n2".into()),
@@ -396,6 +398,7 @@ mod tests {
     #[test]
     fn absent_roles_have_no_holder() {
         let roles = Roles {
+            controller_epoch: 0,
             partitions: vec![partition(0, None), partition(1, Some("n9"))],
             ..Roles::unknown(&names(5))
         };
@@ -411,6 +414,7 @@ mod tests {
             );
         }
         let stray = Roles {
+            controller_epoch: 0,
             controller: Some("n9".into()),
             ..roles
         };

@@ -211,6 +211,7 @@ impl ClusterControl for FakeControl {
                         isr.first().cloned()
                     };
                     PartitionRoles {
+                        leader_epoch: None,
                         topic: p.topic.clone(),
                         partition: p.partition,
                         leader,
@@ -220,6 +221,7 @@ impl ClusterControl for FakeControl {
                 })
                 .collect();
             Some(Roles {
+                controller_epoch: 0,
                 nodes: self.nodes.clone(),
                 registered: self
                     .nodes

@@ -458,7 +458,6 @@ fn files_section(data: &RunData) -> Markup {
         "stats.json",
         "expectation.json",
     ];
-    let node_files = ["broker.log", "data-listing.txt", "node.toml"];
     let sizes: BTreeMap<&str, u64> = files
         .iter()
         .filter_map(|f| Some((*f, std::fs::metadata(data.dir.join(f)).ok()?.len())))
@@ -480,12 +479,12 @@ fn files_section(data: &RunData) -> Markup {
                     @for node in &data.nodes {
                         tr {
                             th { (node) }
-                            @for file in node_files {
-                                td {
-                                    @if data.has_file(&format!("nodes/{node}/{file}")) {
-                                        a.node-file href=(href(&["nodes", node, file])) { (file) }
-                                    } @else { span.muted { "no " (file) } }
-                                }
+                            @let files = node_files(data, node);
+                            @if files.is_empty() {
+                                td { span.muted { "no files" } }
+                            }
+                            @for file in &files {
+                                td { a.node-file href=(href(&["nodes", node, file])) { (file) } }
                             }
                         }
                     }
@@ -493,6 +492,23 @@ fn files_section(data: &RunData) -> Markup {
             }
         }
     }
+}
+
+/// The files in a node's folder of the run (its log, configuration, data listing:
+/// whatever the harness brought back for the system under test), sorted by name;
+/// folders (a node's live data) and hidden files are left out.
+fn node_files(data: &RunData, node: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(data.dir.join("nodes").join(node)) else {
+        return Vec::new();
+    };
+    let mut files: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    files.sort();
+    files
 }
 
 fn human_bytes(bytes: u64) -> String {
@@ -550,6 +566,9 @@ mod tests {
         std::fs::write(dir.join("expectation.json"), expectation).unwrap();
         std::fs::create_dir_all(dir.join("nodes/n1")).unwrap();
         std::fs::write(dir.join("nodes/n1/broker.log"), "log").unwrap();
+        // A node's live data and staged files are no files to link.
+        std::fs::create_dir_all(dir.join("nodes/n1/data")).unwrap();
+        std::fs::write(dir.join("nodes/n1/.staged"), "").unwrap();
     }
 
     #[test]
@@ -582,6 +601,7 @@ mod tests {
         assert!(page.contains(r#"<td class="n leader-changes">1</td>"#));
         assert!(page.contains("n1 → n2"));
         assert!(page.contains(r#"data-lane="partition""#));
+        assert!(!page.contains("nodes/n1/data") && !page.contains(".staged"));
         // Links to the files.
         for link in [
             "nodes/n1/broker.log",

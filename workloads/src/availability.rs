@@ -1,15 +1,14 @@
 //! The availability probe: after the final heal, can every partition take a write?
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use history::Outcome;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::client::BrokerClient;
 use crate::recorder::{Recorder, RecorderError};
-use crate::{Target, WorkloadError, WorkloadKind, WorkloadOptions};
+use crate::{WorkloadError, WorkloadKind, WorkloadOptions};
+use sut::{Acks, Connector};
 
 /// How soon a partition accepted a write after the final heal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,19 +34,15 @@ pub enum ProbeError {
 /// acknowledged or [`AVAILABILITY_BOUND`] passes; recorded like any other write (values
 /// negative, so they never collide with the workers').
 pub async fn probe_availability(
-    target: &Target,
+    connector: &dyn Connector,
     options: &WorkloadOptions,
     recorder: &Recorder,
     bound: Duration,
 ) -> Result<Vec<PartitionAvailability>, ProbeError> {
-    let target = Arc::new(target.clone());
+    let target = connector.target();
     let mut tasks = tokio::task::JoinSet::new();
     for partition in 0..target.partitions {
-        let mut client = BrokerClient::new(
-            Arc::clone(&target),
-            options.request_timeout,
-            partition as usize,
-        )?;
+        let mut client = connector.connect(options.request_timeout, partition as usize);
         let recorder = recorder.clone();
         let f = match options.workload {
             WorkloadKind::Log => "append",
@@ -64,14 +59,17 @@ pub async fn probe_availability(
                 let value = -1 - (i64::from(partition) + attempt * partitions);
                 attempt += 1;
                 let node = client.route(partition).await;
-                let node_name = client.target().nodes.get(node).map(|n| n.name.clone());
+                let node_name = client.target().nodes.get(node).cloned();
                 let invocation = recorder.invoke(
                     process,
                     f,
                     json!({"key": key, "value": value}),
                     node_name.as_deref(),
                 )?;
-                match client.produce(node, partition, &json!(value)).await {
+                match client
+                    .produce(node, partition, &json!(value), Acks::All)
+                    .await
+                {
                     Ok(offset) => {
                         let mut done = json!({"key": key, "value": value});
                         if f == "append" {

@@ -2,7 +2,7 @@
 //! and record every operation, then the final reads (DESIGN.md §3 "Runner", §4).
 //!
 //! - [`run_workload`]: `concurrency` workers, each a tokio task with its own
-//!   [`client::BrokerClient`], its deterministic op sequence and its pacing from
+//!   [`sut::Client`] (from the system's [`Connector`]), its deterministic op sequence and its pacing from
 //!   [`crate::generator`], recording through one [`Recorder`], until the time limit, the
 //!   op limit or the [`StopSignal`].
 //! - [`final_reads`]: after the heal, every partition read to its end, one task per
@@ -19,14 +19,11 @@
 //! rather than being left open.
 
 pub mod availability;
-pub mod client;
 pub mod generator;
-pub(crate) mod http1;
 pub mod log;
 pub mod recorder;
 pub mod register;
 
-use client::BrokerClient;
 use generator::{Generator, GeneratorError, GeneratorOptions, Pacer, WorkerOps};
 use history::Outcome;
 use recorder::{Recorder, RecorderError};
@@ -35,114 +32,13 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use sut::{error_chain, Consistency, Target};
+use sut::{Client, Connector};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// Records per read of the final phase (the broker's default and a tenth of its limit).
 pub const FINAL_READ_MAX: u32 = 1000;
-
-/// One broker node as the clients see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TargetNode {
-    /// The node's name in the history's `node` field: `n1`, `n2`, ...
-    pub name: String,
-    /// The broker id it registers with (what `/v1/metadata` and `not_leader` hints name).
-    pub broker_id: u32,
-    /// Base URL of its client listener, e.g. `http://10.77.0.2:9092`.
-    pub client_url: String,
-}
-
-impl TargetNode {
-    pub(crate) fn base_url(&self) -> &str {
-        self.client_url.trim_end_matches('/')
-    }
-}
-
-/// The cluster under test and what to run against it: every partition of one topic.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Target {
-    pub nodes: Vec<TargetNode>,
-    pub topic: String,
-    /// Partitions `0..partitions` of `topic`; each is a key of the history.
-    pub partitions: u32,
-}
-
-impl Target {
-    /// A validated target (see [`Target::validate`]).
-    pub fn new(
-        nodes: Vec<TargetNode>,
-        topic: &str,
-        partitions: u32,
-    ) -> Result<Target, WorkloadError> {
-        let target = Target {
-            nodes,
-            topic: topic.to_string(),
-            partitions,
-        };
-        target.validate()?;
-        Ok(target)
-    }
-
-    /// At least one node, distinct names and broker ids, `http://` URLs, a topic name the
-    /// broker accepts (ASCII letters, digits, `.`, `_`, `-`), at least one partition.
-    pub fn validate(&self) -> Result<(), WorkloadError> {
-        let bad = |message: String| Err(WorkloadError::Target(message));
-        if self.nodes.is_empty() {
-            return bad("no nodes".into());
-        }
-        for (i, node) in self.nodes.iter().enumerate() {
-            if self.nodes[..i].iter().any(|n| n.name == node.name) {
-                return bad(format!("node name {:?} appears twice", node.name));
-            }
-            if self.nodes[..i]
-                .iter()
-                .any(|n| n.broker_id == node.broker_id)
-            {
-                return bad(format!("broker id {} appears twice", node.broker_id));
-            }
-            if !node.client_url.starts_with("http://")
-                || reqwest::Url::parse(&node.client_url).is_err()
-            {
-                return bad(format!(
-                    "client URL {:?} of {} is not http://host:port",
-                    node.client_url, node.name
-                ));
-            }
-        }
-        let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-        if self.topic.is_empty() || !self.topic.chars().all(legal) {
-            return bad(format!(
-                "topic {:?} must be ASCII letters, digits, '.', '_' or '-'",
-                self.topic
-            ));
-        }
-        if self.partitions == 0 {
-            return bad("no partitions".into());
-        }
-        Ok(())
-    }
-
-    /// The history key of a partition: `topic/partition`, e.g. `t/0`.
-    pub fn key(&self, partition: u32) -> String {
-        format!("{}/{partition}", self.topic)
-    }
-
-    pub(crate) fn node_of_broker(&self, broker_id: u32) -> Option<usize> {
-        self.nodes.iter().position(|n| n.broker_id == broker_id)
-    }
-
-    pub(crate) fn records_url(&self, node: usize, partition: u32) -> String {
-        let base = self.nodes.get(node).map_or("", TargetNode::base_url);
-        format!(
-            "{base}/v1/topics/{}/partitions/{partition}/records",
-            self.topic
-        )
-    }
-
-    pub fn node_name(&self, node: usize) -> &str {
-        self.nodes.get(node).map_or("", |n| n.name.as_str())
-    }
-}
 
 /// Which workload the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -201,17 +97,6 @@ impl FromStr for WorkloadKind {
             )),
         }
     }
-}
-
-/// The broker's read consistency (DESIGN.md §2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Consistency {
-    /// Whatever the leader has committed (may lag right after a leader change).
-    Default,
-    /// The leader confirms through the metadata quorum that it still leads, and that its
-    /// high watermark has reached its epoch's start, before answering.
-    Linearizable,
 }
 
 /// What the workers do, how fast and for how long.
@@ -287,14 +172,12 @@ impl WorkloadOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
-    #[error("bad target: {0}")]
-    Target(String),
+    #[error(transparent)]
+    Target(#[from] sut::TargetError),
     #[error("bad workload options: {0}")]
     Options(String),
     #[error("bad workload options: {0}")]
     Generator(#[from] GeneratorError),
-    #[error("cannot build an HTTP client: {0}")]
-    Http(#[from] reqwest::Error),
     #[error(transparent)]
     Record(#[from] RecorderError),
     #[error("a worker task failed: {0}")]
@@ -371,7 +254,7 @@ impl WorkloadStats {
 
 /// What one operation needs besides its plan.
 pub(crate) struct OpContext<'a> {
-    pub client: &'a mut BrokerClient,
+    pub client: &'a mut dyn Client,
     pub recorder: &'a Recorder,
     pub options: &'a WorkloadOptions,
     pub process: u64,
@@ -385,7 +268,7 @@ enum WorkloadState {
 struct Worker {
     ops: WorkerOps,
     pacer: Pacer,
-    client: BrokerClient,
+    client: Box<dyn Client>,
     recorder: Recorder,
     stop: StopSignal,
     options: Arc<WorkloadOptions>,
@@ -415,7 +298,7 @@ impl Worker {
             }
             let op = self.ops.next_op();
             let mut cx = OpContext {
-                client: &mut self.client,
+                client: &mut *self.client,
                 recorder: &self.recorder,
                 options: &self.options,
                 process: self.process,
@@ -434,26 +317,27 @@ impl Worker {
     }
 }
 
-/// Runs the workload: `options.concurrency` workers against `target`, every operation
+/// Runs the workload: `options.concurrency` workers against the connector's target, each
+/// with a client of its own, every operation
 /// recorded through `recorder`, until the time limit, the op limit or `stop`. Returns when
 /// every worker has completed its last operation. A recording failure stops the run and is
 /// returned (a history with a hole cannot be checked). Dropping the returned future stops
 /// the workers at once, leaving their in-flight operations open (read as `info`).
 pub async fn run_workload(
-    target: &Target,
+    connector: &dyn Connector,
     options: &WorkloadOptions,
     recorder: &Recorder,
     stop: &StopSignal,
 ) -> Result<WorkloadStats, WorkloadError> {
+    let target = connector.target();
     target.validate()?;
     options.validate()?;
     let generator = Generator::new(options.generator_options(target.partitions))?;
-    let target = Arc::new(target.clone());
     let shared_options = Arc::new(options.clone());
     let start = Instant::now();
     let mut workers = JoinSet::new();
     for w in 0..options.concurrency {
-        let client = BrokerClient::new(Arc::clone(&target), options.request_timeout, w)?;
+        let client = connector.connect(options.request_timeout, w);
         let state = match options.workload {
             WorkloadKind::Log => WorkloadState::Log(log::Cursors::new(target.partitions)),
             WorkloadKind::Register => WorkloadState::Register,
@@ -522,39 +406,36 @@ impl FinalReads {
     }
 }
 
-/// The final phase: every partition of `target` read to its end (log workload: from
+/// The final phase: every partition of the connector's target read to its end (log workload: from
 /// offset 0 in reads of [`FINAL_READ_MAX`] marked `"final": true`, until a read returns
 /// fewer than its max; register: one linearizable read of the value), one task per
 /// partition, each under a process id reserved from `recorder` (after every worker's).
 /// Failed reads are recorded and retried with backoff until `timeout`; a partition not
 /// finished by then is reported incomplete. Reads use `options.request_timeout` each.
 pub async fn final_reads(
-    target: &Target,
+    connector: &dyn Connector,
     options: &WorkloadOptions,
     recorder: &Recorder,
     timeout: Duration,
 ) -> Result<FinalReads, WorkloadError> {
+    let target = connector.target();
     target.validate()?;
     options.validate()?;
     let deadline = Instant::now() + timeout;
-    let target = Arc::new(target.clone());
     let mut tasks = JoinSet::new();
     for partition in 0..target.partitions {
-        let mut client = BrokerClient::new(
-            Arc::clone(&target),
-            options.request_timeout,
-            partition as usize,
-        )?;
+        let mut client = connector.connect(options.request_timeout, partition as usize);
         let recorder = recorder.clone();
         let process = recorder.reserve_process();
         let workload = options.workload;
         tasks.spawn(async move {
             match workload {
                 WorkloadKind::Log => {
-                    log::final_read(&mut client, &recorder, process, partition, deadline).await
+                    log::final_read(&mut *client, &recorder, process, partition, deadline).await
                 }
                 WorkloadKind::Register => {
-                    register::final_read(&mut client, &recorder, process, partition, deadline).await
+                    register::final_read(&mut *client, &recorder, process, partition, deadline)
+                        .await
                 }
             }
         });
@@ -591,57 +472,9 @@ pub(crate) async fn backoff(attempt: u32, deadline: Instant) {
     tokio::time::sleep(delay).await;
 }
 
-/// An error and its sources on one line, each cause once (`reqwest` and `std::io` keep
-/// the reason, e.g. a timeout or a refused connection, in the sources; an error's own
-/// message is often only the outermost).
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn node(name: &str, id: u32, url: &str) -> TargetNode {
-        TargetNode {
-            name: name.into(),
-            broker_id: id,
-            client_url: url.into(),
-        }
-    }
-
-    #[test]
-    fn targets_are_validated() {
-        let ok = Target::new(vec![node("n1", 1, "http://127.0.0.1:1/")], "t", 2).unwrap();
-        assert_eq!(ok.key(1), "t/1");
-        assert_eq!(
-            ok.records_url(0, 1),
-            "http://127.0.0.1:1/v1/topics/t/partitions/1/records"
-        );
-        let err = |nodes, topic, partitions| {
-            Target::new(nodes, topic, partitions)
-                .unwrap_err()
-                .to_string()
-        };
-        assert!(err(vec![], "t", 1).contains("no nodes"));
-        let twice = vec![node("n1", 1, "http://a:1"), node("n1", 2, "http://b:1")];
-        assert!(err(twice, "t", 1).contains("\"n1\" appears twice"));
-        let same_id = vec![node("n1", 1, "http://a:1"), node("n2", 1, "http://b:1")];
-        assert!(err(same_id, "t", 1).contains("broker id 1"));
-        assert!(err(vec![node("n1", 1, "a:1")], "t", 1).contains("http://"));
-        assert!(err(vec![node("n1", 1, "http://a:1")], "t/x", 1).contains("topic"));
-        assert!(err(vec![node("n1", 1, "http://a:1")], "t", 0).contains("partitions"));
-    }
 
     #[test]
     fn workload_names_round_trip() {

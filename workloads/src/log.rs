@@ -20,13 +20,13 @@
 //! final reads start at offset 0 under fresh processes, so no worker's position bears on
 //! them.
 
-use super::client::{BrokerClient, ClientError};
 use super::{backoff, Consistency, FinalPartition, OpContext, FINAL_READ_MAX};
 use crate::generator::PlannedOp;
 use crate::recorder::{Recorder, RecorderError};
 use history::Outcome;
 use serde_json::{json, Map, Value};
 use std::time::Instant;
+use sut::{Acks, Client, ClientError, ReadRequest};
 
 /// Per partition, the offset this worker's next read starts at.
 pub(crate) struct Cursors {
@@ -94,7 +94,11 @@ async fn append(
         json!({"key": key, "value": value}),
         Some(cx.client.target().node_name(node)),
     )?;
-    match cx.client.produce(node, partition, &json!(value)).await {
+    match cx
+        .client
+        .produce(node, partition, &json!(value), Acks::All)
+        .await
+    {
         Ok(offset) => {
             let done = json!({"key": key, "value": value, "offset": offset});
             cx.recorder.complete(invocation, Outcome::Ok, done, None)?;
@@ -157,7 +161,7 @@ pub struct ReadSummary {
 
 /// Performs and records one read; what it returned, or the error it was recorded with.
 pub async fn read(
-    client: &mut BrokerClient,
+    client: &mut dyn Client,
     recorder: &Recorder,
     process: u64,
     spec: ReadSpec,
@@ -179,16 +183,13 @@ pub async fn read(
         Value::Object(value.clone()),
         Some(client.target().node_name(node)),
     )?;
-    let result = client
-        .read(
-            node,
-            spec.partition,
-            Some(spec.offset),
-            spec.max,
-            spec.consistency,
-            deadline,
-        )
-        .await;
+    let request = ReadRequest {
+        partition: spec.partition,
+        offset: Some(spec.offset),
+        max: spec.max,
+        consistency: spec.consistency,
+    };
+    let result = client.read(node, request, deadline).await;
     match result {
         Ok(mut reply) => {
             let summary = ReadSummary {
@@ -225,7 +226,7 @@ pub async fn read(
 /// checker's "final read not cut short"). A failed read is recorded and retried at the
 /// same offset after a backoff, until `deadline`.
 pub(crate) async fn final_read(
-    client: &mut BrokerClient,
+    client: &mut dyn Client,
     recorder: &Recorder,
     process: u64,
     partition: u32,

@@ -30,13 +30,13 @@
 //! at that step's own instant, which is equally linearizable (and Knossos's `register`
 //! model reads null as unknown anyway).
 
-use super::client::{BrokerClient, ClientError};
 use super::{backoff, Consistency, FinalPartition, OpContext};
 use crate::generator::PlannedOp;
 use crate::recorder::{Recorder, RecorderError};
 use history::Outcome;
 use serde_json::{json, Value};
 use std::time::Instant;
+use sut::{Acks, Client, ClientError, ReadRequest};
 
 /// `max` of a register read's second step: room for the writes committed between the two
 /// steps.
@@ -76,7 +76,11 @@ async fn write(
         body.clone(),
         Some(cx.client.target().node_name(node)),
     )?;
-    let (outcome, error) = match cx.client.produce(node, partition, &json!(value)).await {
+    let (outcome, error) = match cx
+        .client
+        .produce(node, partition, &json!(value), Acks::All)
+        .await
+    {
         Ok(_) => (Outcome::Ok, None),
         Err(error) => (error.write_outcome(), Some(error.code())),
     };
@@ -92,7 +96,7 @@ struct Latest {
 
 /// Performs and records one register read.
 async fn read(
-    client: &mut BrokerClient,
+    client: &mut dyn Client,
     recorder: &Recorder,
     process: u64,
     partition: u32,
@@ -122,13 +126,18 @@ async fn read(
 
 /// The two steps of a register read (module docs), all on `node`.
 async fn read_latest(
-    client: &mut BrokerClient,
+    client: &mut dyn Client,
     node: usize,
     partition: u32,
     deadline: Instant,
 ) -> Result<Latest, ClientError> {
-    let lin = Consistency::Linearizable;
-    let first = client.read(node, partition, None, 1, lin, deadline).await?;
+    let request = |offset: Option<i64>, max: u32| ReadRequest {
+        partition,
+        offset,
+        max,
+        consistency: Consistency::Linearizable,
+    };
+    let first = client.read(node, request(None, 1), deadline).await?;
     if first.high_watermark <= 0 {
         return Ok(Latest {
             value: Value::Null,
@@ -138,7 +147,7 @@ async fn read_latest(
     let mut from = first.high_watermark - 1;
     for _ in 0..READ_ROUNDS {
         let reply = client
-            .read(node, partition, Some(from), READ_MAX, lin, deadline)
+            .read(node, request(Some(from), READ_MAX), deadline)
             .await?;
         match reply.records.last() {
             Some(last) if last.offset.saturating_add(1) >= reply.high_watermark => {
@@ -169,7 +178,7 @@ async fn read_latest(
 /// The register's final value: one read, recorded, retried with backoff until it
 /// succeeds or `deadline` passes.
 pub(crate) async fn final_read(
-    client: &mut BrokerClient,
+    client: &mut dyn Client,
     recorder: &Recorder,
     process: u64,
     partition: u32,

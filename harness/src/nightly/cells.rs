@@ -29,7 +29,7 @@ pub fn cell_spec(args: &NightlyArgs, cell: &Cell, bugs: &[String]) -> Result<Tes
         plan: Plan::Workload(cell.plan().map_err(anyhow::Error::msg)?),
     };
     spec.validate()?;
-    crate::cluster::validate_settings(&spec.brokers.config)?;
+    crate::system::check_settings(&spec.brokers.config)?;
     Ok(spec)
 }
 

@@ -207,7 +207,7 @@ mod tests {
                 plan: Plan::Workload(cell.plan().expect("a cell's plan")),
             };
             spec.validate().unwrap_or_else(|e| panic!("{cell:?}: {e}"));
-            crate::cluster::validate_settings(&spec.brokers.config)
+            crate::system::check_settings(&spec.brokers.config)
                 .unwrap_or_else(|e| panic!("{cell:?}: {e}"));
             // What the night stores as the reproduce line parses back to the same test.
             let argv = spec.to_argv();

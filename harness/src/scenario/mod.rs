@@ -53,7 +53,6 @@ use nemesis::{AdminAction, Grudge, Ports, TargetSpec};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cluster::apply_setting;
 use predicate::Predicate;
 use spec::duration::parse_duration;
 
@@ -144,22 +143,8 @@ pub struct Step {
     pub kind: StepKind,
 }
 
-/// `acks` of a produce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acks {
-    All,
-    Leader,
-}
-
-impl Acks {
-    /// As the broker's produce body and the history's invoke say it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Acks::All => "all",
-            Acks::Leader => "1",
-        }
-    }
-}
+/// How many replicas a produce step waits for (`acks = "all"` or `"1"`).
+pub use sut::Acks;
 
 /// How a produce step sends its records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -576,10 +561,7 @@ fn flatten_settings(table: &toml::Table) -> Result<Vec<String>, String> {
     }
     let mut settings = Vec::new();
     walk("", table, &mut settings);
-    let mut scratch = toml::Table::new();
-    for setting in &settings {
-        apply_setting(&mut scratch, setting).map_err(|e| e.to_string())?;
-    }
+    crate::system::check_settings(&settings).map_err(|e| e.to_string())?;
     Ok(settings)
 }
 

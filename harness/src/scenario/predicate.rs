@@ -12,10 +12,11 @@
 //! literal: a non-negative integer (`3`), a node of the cluster (`n1`), `none` (no node),
 //! a set `{n1, n2}` (`{}` is empty) or a list `[n1, n2]`.
 //!
-//! Terms; `N` is a node, `T/P` a partition written `topic/partition` (`p/0`; a topic is
-//! `[A-Za-z0-9._-]+`):
+//! Terms read the system's views through its API (`sut::Api`; our broker's endpoints
+//! named below); `N` is a node, `T/P` a partition written `topic/partition` (`p/0`; a
+//! topic is `[A-Za-z0-9._-]+`):
 //!
-//! - from `GET /v1/metadata`: `leader(T/P)` (node or none), `isr(T/P)` (set),
+//! - from the roles (`GET /v1/metadata`): `leader(T/P)` (node or none), `isr(T/P)` (set),
 //!   `replicas(T/P)` (list, in assignment order), `leader_epoch(T/P)` (int),
 //!   `controller` (node or none), `controller_epoch` (int, 0 without a controller),
 //!   `brokers` (set of registered brokers), `meta_leader` (the metadata leader, node or
@@ -44,14 +45,14 @@
 //! e.g. `column 4: unknown node "n9" (the cluster has n1, n2, n3)`.
 //!
 //! Evaluating fails, and the runner keeps waiting, when what a term reads is missing:
-//! no metadata, a node that did not answer, a partition the broker does not know, a null
-//! epoch, a broker id that is no node of the cluster.
+//! no metadata, a node that did not answer, a partition the system does not know, a
+//! null epoch.
 
 use std::cmp::Ordering::{Equal, Greater, Less};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use serde_json::Value as Json;
+use sut::{ReplicaView, Roles};
 
 /// A predicate that does not parse: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,13 +79,15 @@ pub struct Needs {
     pub failpoints: BTreeSet<String>,
 }
 
-/// What was fetched. Broker ids map to node names via `node_of_broker`.
+/// What was fetched.
 #[derive(Debug, Clone, Default)]
 pub struct View {
-    pub metadata: Option<Json>,
-    pub replicas: BTreeMap<String, Json>,
-    pub failpoints: BTreeMap<String, Json>,
-    pub node_of_broker: BTreeMap<u64, String>,
+    /// The cluster's roles (its metadata).
+    pub roles: Option<Roles>,
+    /// Per node, what it knows of its replicas.
+    pub replicas: BTreeMap<String, Vec<ReplicaView>>,
+    /// Per node, its failpoints' hit counts.
+    pub hits: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// A parsed predicate: comparisons that must all hold.
@@ -144,29 +147,29 @@ enum Sig {
     NodePoint,
 }
 
-/// A term's name, arguments, type, and the JSON field it reads.
+/// A term's name, arguments and type.
 #[derive(Debug, PartialEq, Eq)]
-struct Spec(&'static str, Sig, Ty, &'static str);
+struct Spec(&'static str, Sig, Ty);
 
 const SPECS: &[Spec] = {
     use {Sig::*, Ty::*};
     &[
-        Spec("leader", Part, Node, "leader"),
-        Spec("isr", Part, Set, "isr"),
-        Spec("replicas", Part, List, "replicas"),
-        Spec("leader_epoch", Part, Int, "leader_epoch"),
-        Spec("controller", Bare, Node, "id"),
-        Spec("controller_epoch", Bare, Int, "epoch"),
-        Spec("brokers", Bare, Set, "brokers"),
-        Spec("meta_leader", Bare, Node, "metadata_leader"),
-        Spec("hw", NodePart, Int, "high_watermark"),
-        Spec("leo", NodePart, Int, "log_end_offset"),
-        Spec("log_start", NodePart, Int, "log_start_offset"),
-        Spec("local_epoch", NodePart, Int, "leader_epoch"),
-        Spec("local_isr", NodePart, Set, "isr"),
-        Spec("local_leader", NodePart, Node, "leader"),
-        Spec("local_controller_epoch", NodePart, Int, "controller_epoch"),
-        Spec("hits", NodePoint, Int, "hits"),
+        Spec("leader", Part, Node),
+        Spec("isr", Part, Set),
+        Spec("replicas", Part, List),
+        Spec("leader_epoch", Part, Int),
+        Spec("controller", Bare, Node),
+        Spec("controller_epoch", Bare, Int),
+        Spec("brokers", Bare, Set),
+        Spec("meta_leader", Bare, Node),
+        Spec("hw", NodePart, Int),
+        Spec("leo", NodePart, Int),
+        Spec("log_start", NodePart, Int),
+        Spec("local_epoch", NodePart, Int),
+        Spec("local_isr", NodePart, Set),
+        Spec("local_leader", NodePart, Node),
+        Spec("local_controller_epoch", NodePart, Int),
+        Spec("hits", NodePoint, Int),
     ]
 };
 
@@ -637,114 +640,67 @@ fn holds(l: &Value, r: &Value, contains: bool) -> bool {
     right.iter().all(|n| left.contains(n) == contains)
 }
 
-fn field<'j>(obj: &'j Json, name: &str) -> Result<&'j Json, String> {
-    obj.get(name)
-        .ok_or_else(|| format!("the answer has no field \"{name}\""))
-}
-
-fn array<'j>(obj: &'j Json, name: &str) -> Result<&'j Vec<Json>, String> {
-    let v = field(obj, name)?;
-    v.as_array()
-        .ok_or_else(|| format!("field \"{name}\" is not an array"))
-}
-
-fn node_name(view: &View, id: &Json) -> Result<String, String> {
-    let id = id
-        .as_u64()
-        .ok_or_else(|| format!("expected a broker id, found {id}"))?;
-    let name = view.node_of_broker.get(&id).cloned();
-    name.ok_or_else(|| format!("broker id {id} is not a node of the cluster"))
-}
-
-/// `obj[name]` as a value of type `ty`.
-fn convert(view: &View, obj: &Json, name: &str, ty: Ty) -> Result<Value, String> {
-    let v = field(obj, name)?;
-    let ids = || -> Result<Vec<String>, String> {
-        let ids = v
-            .as_array()
-            .ok_or_else(|| format!("field \"{name}\" is not an array"))?;
-        ids.iter().map(|id| node_name(view, id)).collect()
-    };
-    match ty {
-        Ty::Node if v.is_null() => Ok(Value::Node(None)),
-        Ty::Node => node_name(view, v).map(|n| Value::Node(Some(n))),
-        Ty::Int if v.is_null() && name == "leader_epoch" => Err("no epoch yet".to_owned()),
-        Ty::Int => match (v.as_i64(), v.as_u64()) {
-            (Some(i), _) => Ok(Value::Int(i.into())),
-            (_, Some(u)) => Ok(Value::Int(u.into())),
-            _ => Err(format!("field \"{name}\" is not an integer: {v}")),
-        },
-        Ty::Set => Ok(Value::Set(ids()?.into_iter().collect())),
-        Ty::List => Ok(Value::List(ids()?)),
-    }
-}
-
-/// The first of `entries` whose "topic" (if it has one) is `topic` and whose "partition"
-/// (if `partition` is given) is `partition`.
-fn find<'j>(
-    entries: impl IntoIterator<Item = &'j Json>,
-    topic: &str,
-    partition: Option<u64>,
-) -> Option<&'j Json> {
-    entries.into_iter().find(|e| {
-        e.get("topic").and_then(Json::as_str).unwrap_or(topic) == topic
-            && (partition.is_none() || e.get("partition").and_then(Json::as_u64) == partition)
-    })
+/// An epoch that may not exist yet.
+fn epoch(epoch: Option<u64>) -> Result<Value, String> {
+    epoch
+        .map(|e| Value::Int(e.into()))
+        .ok_or_else(|| "no epoch yet".to_owned())
 }
 
 impl Term {
     fn eval(&self, view: &View) -> Result<Value, String> {
-        let Spec(name, _, ty, key) = *self.spec;
-        let metadata = view.metadata.as_ref().ok_or("metadata not fetched");
+        let Spec(name, _, _) = *self.spec;
+        let roles = view.roles.as_ref().ok_or("metadata not fetched");
         match &self.args {
             Args::None => {
-                let m = metadata?;
-                match name {
-                    "controller" | "controller_epoch" => match field(m, "controller")? {
-                        Json::Null if ty == Ty::Int => Ok(Value::Int(0)),
-                        Json::Null => Ok(Value::Node(None)),
-                        c => convert(view, c, key, ty),
-                    },
-                    "brokers" => {
-                        let ids = array(m, "brokers")?
-                            .iter()
-                            .map(|b| node_name(view, field(b, "id")?));
-                        ids.collect::<Result<_, _>>().map(Value::Set)
-                    }
-                    _ => convert(view, m, key, ty),
-                }
+                let roles = roles?;
+                Ok(match name {
+                    "controller" => Value::Node(roles.controller.clone()),
+                    "controller_epoch" => Value::Int(roles.controller_epoch.into()),
+                    "brokers" => Value::Set(roles.registered.clone()),
+                    "meta_leader" => Value::Node(roles.meta_leader.clone()),
+                    other => return Err(format!("unknown term {other}")),
+                })
             }
             Args::Part(p) => {
-                let topics = array(metadata?, "topics")?;
-                let topic = find(topics, &p.topic, None);
-                let partitions = topic.and_then(|t| t.get("partitions")?.as_array());
-                let entry = find(
-                    partitions.into_iter().flatten(),
-                    &p.topic,
-                    Some(p.partition),
-                );
-                let entry = entry.ok_or_else(|| format!("partition {p} is not in the metadata"))?;
-                convert(view, entry, key, ty)
+                let roles = roles?;
+                let entry = u32::try_from(p.partition)
+                    .ok()
+                    .and_then(|partition| roles.partition(&p.topic, partition))
+                    .ok_or_else(|| format!("partition {p} is not in the metadata"))?;
+                match name {
+                    "leader" => Ok(Value::Node(entry.leader.clone())),
+                    "isr" => Ok(Value::Set(entry.isr.iter().cloned().collect())),
+                    "replicas" => Ok(Value::List(entry.replicas.clone())),
+                    "leader_epoch" => epoch(entry.leader_epoch),
+                    other => Err(format!("unknown term {other}")),
+                }
             }
             Args::NodePart(n, p) => {
-                let doc = view.replicas.get(n);
-                let doc = doc.ok_or_else(|| format!("no /v1/debug/replicas answer from {n}"))?;
-                let entry = find(array(doc, "replicas")?, &p.topic, Some(p.partition));
-                convert(
-                    view,
-                    entry.ok_or_else(|| format!("{n} has no replica of {p}"))?,
-                    key,
-                    ty,
-                )
+                let replicas = view.replicas.get(n);
+                let replicas = replicas.ok_or_else(|| format!("no replicas answer from {n}"))?;
+                let r = replicas
+                    .iter()
+                    .find(|r| r.topic == p.topic && u64::from(r.partition) == p.partition)
+                    .ok_or_else(|| format!("{n} has no replica of {p}"))?;
+                match name {
+                    "hw" => Ok(Value::Int(r.high_watermark.into())),
+                    "leo" => Ok(Value::Int(r.log_end_offset.into())),
+                    "log_start" => Ok(Value::Int(r.log_start_offset.into())),
+                    "local_epoch" => epoch(r.leader_epoch),
+                    "local_isr" => Ok(Value::Set(r.isr.iter().cloned().collect())),
+                    "local_leader" => Ok(Value::Node(r.leader.clone())),
+                    "local_controller_epoch" => r
+                        .controller_epoch
+                        .map(|e| Value::Int(e.into()))
+                        .ok_or_else(|| format!("{n} gave no controller epoch for {p}")),
+                    other => Err(format!("unknown term {other}")),
+                }
             }
             Args::NodePoint(n, point) => {
-                let doc = view.failpoints.get(n);
-                let doc = doc.ok_or_else(|| format!("no /v1/debug/failpoints answer from {n}"))?;
-                let hits = field(doc, key)?;
-                match hits.get(point) {
-                    None => Ok(Value::Int(0)),
-                    Some(_) => convert(view, hits, point, Ty::Int),
-                }
+                let hits = view.hits.get(n);
+                let hits = hits.ok_or_else(|| format!("no failpoints answer from {n}"))?;
+                Ok(Value::Int(hits.get(point).copied().unwrap_or(0).into()))
             }
         }
     }
@@ -885,6 +841,7 @@ impl Predicate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use driver::views;
     use serde_json::json;
 
     fn nodes() -> Vec<String> {
@@ -910,13 +867,21 @@ mod tests {
             {"topic": "p", "partition": 1, "leader": null, "leader_epoch": null, "isr": [],
              "log_start_offset": 0, "log_end_offset": 0, "high_watermark": 0},
         ]});
-        let hits = json!({"controller_before_state_write": 2, "before_isr_write@2": 1});
+        let hits = json!({"hits": {"controller_before_state_write": 2, "before_isr_write@2": 1}});
+        let ids = ids();
         View {
-            metadata: Some(metadata),
-            replicas: BTreeMap::from([("n2".to_owned(), replicas)]),
-            failpoints: BTreeMap::from([("n1".to_owned(), json!({"hits": hits}))]),
-            node_of_broker: (1..=3).map(|i| (i, format!("n{i}"))).collect(),
+            roles: views::roles(&ids, &metadata),
+            replicas: BTreeMap::from([(
+                "n2".to_owned(),
+                views::replicas(&ids, &replicas).unwrap(),
+            )]),
+            hits: BTreeMap::from([("n1".to_owned(), views::failpoint_hits(&hits).unwrap())]),
         }
+    }
+
+    /// Our broker's ids of the nodes: `n<i>` is broker `i`.
+    fn ids() -> views::BrokerIds {
+        views::BrokerIds((1..=3).map(|i| (format!("n{i}"), i)).collect())
     }
 
     fn parse(text: &str) -> Predicate {
@@ -966,7 +931,7 @@ mod tests {
     #[test]
     fn no_controller_is_none_and_epoch_zero() {
         let mut v = view();
-        v.metadata = Some(json!({"controller": null}));
+        v.roles = views::roles(&ids(), &json!({"controller": null}));
         assert_eq!(
             parse("controller == none and controller_epoch == 0").eval(&v),
             Ok(true)
@@ -1089,7 +1054,7 @@ mod tests {
         );
         assert_eq!(
             e("hw(n3, p/0) == 1", &v),
-            "hw(n3, p/0): no /v1/debug/replicas answer from n3"
+            "hw(n3, p/0): no replicas answer from n3"
         );
         assert_eq!(
             e("hw(n2, q/0) == 1", &v),
@@ -1109,16 +1074,7 @@ mod tests {
         );
         assert_eq!(
             e("hits(n2, x) == 0", &v),
-            "hits(n2, x): no /v1/debug/failpoints answer from n2"
-        );
-        let mut v = view();
-        v.node_of_broker.remove(&3);
-        let unknown = "replicas(p/0): broker id 3 is not a node of the cluster";
-        assert_eq!(e("replicas(p/0) == [n1, n2, n3]", &v), unknown);
-        v.metadata = Some(json!({"controller": null}));
-        assert_eq!(
-            e("brokers == {}", &v),
-            "brokers: the answer has no field \"brokers\""
+            "hits(n2, x): no failpoints answer from n2"
         );
     }
 
@@ -1146,7 +1102,7 @@ mod tests {
         let p = parse(text);
         assert_eq!(p.text(), text);
         let want = "leader(p/0) = n1, isr(p/0) = {n1, n2}, \
-                    hw(n3, p/0) = ? (no /v1/debug/replicas answer from n3), controller_epoch = 3";
+                    hw(n3, p/0) = ? (no replicas answer from n3), controller_epoch = 3";
         assert_eq!(p.describe(&view()), want);
     }
 

@@ -32,18 +32,18 @@ use spec::{
     BackendSpec, BrokerSettings, Expectation, PartitionAvailability, Plan, RunFolder, RunStats,
     ScenarioInfo, ScenarioPlan, TestSpec,
 };
+use sut::{Connector, TopicLayout, TopicSpec};
 use workloads::availability::probe_availability;
-use workloads::client::BrokerClient;
 use workloads::log::{read, ReadSpec};
 use workloads::recorder::Recorder;
-use workloads::{Consistency, Target, WorkloadKind, WorkloadOptions, FINAL_READ_MAX};
+use workloads::{Consistency, WorkloadKind, WorkloadOptions, FINAL_READ_MAX};
 
 /// Bounds the start of each group of nodes and the creation of the topic.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bounds the final reads.
 const FINAL_READS_TIMEOUT: Duration = Duration::from_secs(60);
-/// Bounds one request of a wait-until's poll.
-const POLL_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+/// Bounds one request of a read step.
+const READ_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bounds a read step (all its requests).
 const READ_STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -302,13 +302,15 @@ async fn start_cluster(scenario: &Scenario, cluster: &Cluster) -> Result<()> {
         }
         wait_registered(cluster, &started).await?;
     }
+    let topic = TopicSpec {
+        name: scenario.topic.name.clone(),
+        layout: TopicLayout::Assigned(scenario.topic.assignment.clone()),
+    };
     cluster
-        .create_topic_assigned(
-            &scenario.topic.name,
-            &scenario.topic.assignment,
-            SETUP_TIMEOUT,
-        )
-        .await?;
+        .api
+        .create_topic(&topic, SETUP_TIMEOUT)
+        .await
+        .map_err(|e| anyhow!(e))?;
     eprintln!(
         "  cluster of {} nodes serving {} after {:.2} s",
         scenario.cluster.nodes.len(),
@@ -320,10 +322,6 @@ async fn start_cluster(scenario: &Scenario, cluster: &Cluster) -> Result<()> {
 
 async fn wait_registered(cluster: &Cluster, nodes: &[String]) -> Result<()> {
     let began = Instant::now();
-    let ids: BTreeSet<u64> = nodes
-        .iter()
-        .filter_map(|n| cluster.node(n).map(|n| u64::from(n.broker_id)))
-        .collect();
     let mut last = String::from("no node answered");
     while began.elapsed() < SETUP_TIMEOUT {
         for node in nodes {
@@ -334,17 +332,14 @@ async fn wait_registered(cluster: &Cluster, nodes: &[String]) -> Result<()> {
                 );
             }
         }
-        if let Some(metadata) = cluster.metadata().await {
-            let registered: BTreeSet<u64> = metadata["brokers"]
-                .as_array()
-                .map(|brokers| brokers.iter().filter_map(|b| b["id"].as_u64()).collect())
-                .unwrap_or_default();
-            if ids.is_subset(&registered) && !metadata["controller"].is_null() {
+        if let Some(roles) = cluster.api.roles(&cluster.node_names()).await {
+            if roles.formed_with(nodes) {
                 return Ok(());
             }
             last = format!(
-                "registered {registered:?}, controller {}",
-                metadata["controller"]
+                "registered {:?}, controller {}",
+                roles.registered,
+                roles.controller.as_deref().unwrap_or("none")
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -362,8 +357,8 @@ struct Player<'a> {
     recorder: Recorder,
     journal: Arc<HistoryJournal>,
     nemesis: Nemesis,
-    target: Arc<Target>,
-    http: reqwest::Client,
+    /// The clients of the scenario's topic.
+    connector: Arc<dyn Connector>,
     /// The next value to write (values are unique in a history).
     values: Arc<AtomicI64>,
     background: JoinSet<Result<ProduceTally>>,
@@ -405,7 +400,7 @@ impl std::fmt::Display for ProduceTally {
 /// One produce step, owned so that it can run in the background.
 #[derive(Clone)]
 struct ProduceJob {
-    target: Arc<Target>,
+    connector: Arc<dyn Connector>,
     recorder: Recorder,
     partition: u32,
     first_value: i64,
@@ -424,8 +419,8 @@ impl<'a> Player<'a> {
         recorder: Recorder,
     ) -> Result<Player<'a>> {
         let partitions = u32::try_from(scenario.topic.assignment.len()).unwrap_or(u32::MAX);
-        let target = Arc::new(cluster.target(&scenario.topic.name, partitions));
-        let control = Arc::new(ClusterFaults::new(Arc::clone(&cluster))?);
+        let connector = cluster.connector(&cluster.target(&scenario.topic.name, partitions))?;
+        let control = Arc::new(ClusterFaults::new(Arc::clone(&cluster)));
         let journal = Arc::new(HistoryJournal::new(recorder.clone()));
         let options = NemesisOptions {
             packages: Vec::new(),
@@ -437,19 +432,13 @@ impl<'a> Player<'a> {
             },
         };
         let nemesis = Nemesis::new(options, control, journal.clone());
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(POLL_REQUEST_TIMEOUT)
-            .build()
-            .context("HTTP client")?;
         Ok(Player {
             scenario,
             cluster,
             recorder,
             journal,
             nemesis,
-            target,
-            http,
+            connector,
             values: Arc::new(AtomicI64::new(1)),
             background: JoinSet::new(),
             armed: BTreeSet::new(),
@@ -495,16 +484,15 @@ impl<'a> Player<'a> {
                 let first_value = self.values.fetch_add(i64::from(*count), Ordering::Relaxed);
                 let to = match to {
                     Some(node) => Some(
-                        self.target
-                            .nodes
-                            .iter()
-                            .position(|n| &n.name == node)
+                        self.connector
+                            .target()
+                            .node_index(node)
                             .ok_or_else(|| anyhow!("no node {node}"))?,
                     ),
                     None => None,
                 };
                 let job = ProduceJob {
-                    target: Arc::clone(&self.target),
+                    connector: Arc::clone(&self.connector),
                     recorder: self.recorder.clone(),
                     partition: *partition,
                     first_value,
@@ -625,11 +613,9 @@ impl<'a> Player<'a> {
 
     /// Reads the partition from offset 0 to its end from its leader.
     async fn read(&mut self, partition: u32) -> Result<String> {
-        let mut client = BrokerClient::new(
-            Arc::clone(&self.target),
-            POLL_REQUEST_TIMEOUT * 5,
-            partition as usize,
-        )?;
+        let mut client = self
+            .connector
+            .connect(READ_REQUEST_TIMEOUT, partition as usize);
         let process = self.recorder.reserve_process();
         let deadline = Instant::now() + READ_STEP_TIMEOUT;
         let mut offset = 0;
@@ -642,7 +628,7 @@ impl<'a> Player<'a> {
                 consistency: Consistency::Default,
                 marked_final: false,
             };
-            match read(&mut client, &self.recorder, process, spec, deadline).await? {
+            match read(&mut *client, &self.recorder, process, spec, deadline).await? {
                 Ok(summary) => {
                     records += summary.records;
                     if summary.records < summary.max || summary.end >= summary.high_watermark {
@@ -723,56 +709,28 @@ impl<'a> Player<'a> {
     /// What `needs` asks for, from the nodes that are running and not paused.
     async fn view(&self, needs: &Needs) -> View {
         let paused = self.nemesis.state().paused;
-        let reachable = |node: &str| self.cluster.pid(node).is_some() && !paused.contains(node);
-        let mut view = View {
-            node_of_broker: self
-                .cluster
-                .nodes
-                .iter()
-                .map(|n| (u64::from(n.broker_id), n.name.clone()))
-                .collect(),
-            ..View::default()
-        };
+        let reachable: Vec<String> = self
+            .cluster
+            .node_names()
+            .into_iter()
+            .filter(|node| self.cluster.pid(node).is_some() && !paused.contains(node))
+            .collect();
+        let api = &self.cluster.api;
+        let mut view = View::default();
         if needs.metadata {
-            for node in &self.cluster.nodes {
-                if !reachable(&node.name) {
-                    continue;
-                }
-                if let Some(metadata) = self.get_json(&node.client_url(), "/v1/metadata").await {
-                    view.metadata = Some(metadata);
-                    break;
-                }
+            view.roles = api.roles(&reachable).await;
+        }
+        for name in needs.replicas.iter().filter(|n| reachable.contains(n)) {
+            if let Some(replicas) = api.replicas(name).await {
+                view.replicas.insert(name.clone(), replicas);
             }
         }
-        for (wanted, path, into) in [
-            (&needs.replicas, "/v1/debug/replicas", &mut view.replicas),
-            (
-                &needs.failpoints,
-                "/v1/debug/failpoints",
-                &mut view.failpoints,
-            ),
-        ] {
-            for name in wanted {
-                let Some(node) = self.cluster.node(name) else {
-                    continue;
-                };
-                if !reachable(name) {
-                    continue;
-                }
-                if let Some(answer) = self.get_json(&node.client_url(), path).await {
-                    into.insert(name.clone(), answer);
-                }
+        for name in needs.failpoints.iter().filter(|n| reachable.contains(n)) {
+            if let Some(hits) = api.failpoint_hits(name).await {
+                view.hits.insert(name.clone(), hits);
             }
         }
         view
-    }
-
-    async fn get_json(&self, base: &str, path: &str) -> Option<Value> {
-        let response = self.http.get(format!("{base}{path}")).send().await.ok()?;
-        if !response.status().is_success() {
-            return None;
-        }
-        response.json::<Value>().await.ok()
     }
 
     /// The end of every play: background writes awaited, cuts removed, paused nodes
@@ -818,7 +776,7 @@ impl<'a> Player<'a> {
         options.concurrency = 1;
         let bound = self.scenario.expect.availability_bound;
         let availability =
-            probe_availability(&self.target, &options, &self.recorder, bound).await?;
+            probe_availability(&*self.connector, &options, &self.recorder, bound).await?;
         for p in &availability {
             match p.first_write_secs {
                 Some(secs) => eprintln!(
@@ -842,7 +800,8 @@ impl<'a> Player<'a> {
             FINAL_READS_TIMEOUT
         };
         let finals =
-            workloads::final_reads(&self.target, &options, &self.recorder, finals_timeout).await?;
+            workloads::final_reads(&*self.connector, &options, &self.recorder, finals_timeout)
+                .await?;
         if !finals.complete() {
             eprintln!("  warning: the final reads did not reach the end of every partition");
         }
@@ -980,9 +939,8 @@ fn complete_append(
 }
 
 async fn produce_one_by_one(job: &ProduceJob) -> Result<ProduceTally> {
-    let mut client =
-        BrokerClient::new(Arc::clone(&job.target), job.timeout, job.partition as usize)?;
-    let key = job.target.key(job.partition);
+    let mut client = job.connector.connect(job.timeout, job.partition as usize);
+    let key = job.connector.target().key(job.partition);
     let mut process = job.recorder.reserve_process();
     let mut tally = ProduceTally::default();
     for i in 0..job.count {
@@ -1000,10 +958,10 @@ async fn produce_one_by_one(job: &ProduceJob) -> Result<ProduceTally> {
             process,
             "append",
             invoke_value(job, &key, value),
-            Some(job.target.node_name(node)),
+            Some(job.connector.target().node_name(node)),
         )?;
         let result = client
-            .produce_acks(node, job.partition, &json!(value), job.acks.as_str())
+            .produce(node, job.partition, &json!(value), job.acks)
             .await
             .map_err(|error| (error.write_outcome(), error.code()));
         let outcome = complete_append(job, invocation, &key, value, result)?;
@@ -1016,9 +974,8 @@ async fn produce_one_by_one(job: &ProduceJob) -> Result<ProduceTally> {
 }
 
 async fn produce_batch(job: &ProduceJob) -> Result<ProduceTally> {
-    let mut client =
-        BrokerClient::new(Arc::clone(&job.target), job.timeout, job.partition as usize)?;
-    let key = job.target.key(job.partition);
+    let mut client = job.connector.connect(job.timeout, job.partition as usize);
+    let key = job.connector.target().key(job.partition);
     let node = match job.to {
         Some(node) => node,
         None => client.route(job.partition).await,
@@ -1033,12 +990,12 @@ async fn produce_batch(job: &ProduceJob) -> Result<ProduceTally> {
             process,
             "append",
             invoke_value(job, &key, value),
-            Some(job.target.node_name(node)),
+            Some(job.connector.target().node_name(node)),
         )?);
     }
     let payload: Vec<Value> = values.iter().map(|v| json!(v)).collect();
     let result = client
-        .produce_batch(node, job.partition, &payload, job.acks.as_str())
+        .produce_batch(node, job.partition, &payload, job.acks)
         .await;
     let failed = |outcome: Outcome, code: String| vec![Err((outcome, code)); values.len()];
     let results: Vec<Result<i64, (Outcome, String)>> = match result {

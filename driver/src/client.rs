@@ -1,7 +1,8 @@
-//! The broker's client API as the workers use it (DESIGN.md §2): produce and read on the
+//! The broker's client API as the workers use it (`sut::Client`) (DESIGN.md §2): produce and read on the
 //! partition leader, found from `GET /v1/metadata` and kept in a per-partition cache that
 //! `not_leader` hints correct. Every request carries a timeout. Errors are classified as
-//! checking.md asks ([`ClientError::write_outcome`]).
+//! checking.md asks (`sut::ClientError::write_outcome`): the broker's codes that say a
+//! produce did not append are definite.
 //!
 //! One [`BrokerClient`] per worker (DESIGN.md §3: each worker has its own HTTP client and
 //! connections), so a worker's view of the leaders is its own, as a Kafka client's is.
@@ -15,16 +16,17 @@
 //! proxy, no redirects, and no request sent twice: the only request sent again, on a new
 //! connection, is one of which not a byte was written.
 
-use super::http1::{is_idle, round_trip, Answer, Buffers, Failure};
-use super::{Consistency, Target, TargetNode, WorkloadError};
-use crate::error_chain;
-use history::Outcome;
+use crate::http1::{is_idle, round_trip, Answer, Buffers, Failure};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use sut::{
+    error_chain, Acks, BoxFuture, Client, ClientError, Connector, Consistency, ReadReply,
+    ReadRequest, Target,
+};
 use tokio::net::TcpStream;
 
 /// The least time between two metadata refreshes of one client: while no leader is known
@@ -37,20 +39,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest wait for one node's `/v1/metadata` during a refresh.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Error codes this client gives to failures that did not come from the broker's error
-/// body (they appear in the history's `error` field as they are).
-pub mod codes {
-    /// The TCP connection could not be made (refused, unreachable, connect timeout):
-    /// nothing was sent.
-    pub const CONNECT_FAILED: &str = "connect_failed";
-    /// No complete answer within the request's timeout.
-    pub const CLIENT_TIMEOUT: &str = "client_timeout";
-    /// The connection broke after the request may have been sent (reset, closed early).
-    pub const CONNECTION_ERROR: &str = "connection_error";
-    /// A 2xx answer whose body is not what the API promises.
-    pub const BAD_RESPONSE: &str = "bad_response";
-}
-
 /// Error codes of the broker after which a produce certainly did not append
 /// (broker/src/server/wire.rs). Every other code, and any answer that cannot be read, is
 /// indeterminate: the write may have happened.
@@ -61,129 +49,6 @@ const DEFINITE_PRODUCE_ERRORS: [&str; 5] = [
     "not_leader",
     "not_enough_replicas",
 ];
-
-/// Why a request did not succeed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClientError {
-    /// The broker answered with its error body `{"error", "message", "leader"}`.
-    Broker {
-        status: u16,
-        code: String,
-        message: String,
-        leader: Option<u32>,
-    },
-    /// No connection could be made: nothing was sent.
-    ConnectFailed(String),
-    /// No complete answer within the timeout.
-    Timeout,
-    /// The connection failed after the request may have been sent.
-    Connection(String),
-    /// An answer that is not what the API promises: a 2xx body that does not parse, or an
-    /// error status without the error body (`http_<status>`).
-    BadResponse { status: u16, detail: String },
-}
-
-impl ClientError {
-    /// The `error` recorded in the history: the broker's code, or one of [`codes`], or
-    /// `http_<status>` for an error status without a readable error body.
-    pub fn code(&self) -> String {
-        match self {
-            ClientError::Broker { code, .. } => code.clone(),
-            ClientError::ConnectFailed(_) => codes::CONNECT_FAILED.to_string(),
-            ClientError::Timeout => codes::CLIENT_TIMEOUT.to_string(),
-            ClientError::Connection(_) => codes::CONNECTION_ERROR.to_string(),
-            ClientError::BadResponse { status, .. } if !(200..300).contains(status) => {
-                format!("http_{status}")
-            }
-            ClientError::BadResponse { .. } => codes::BAD_RESPONSE.to_string(),
-        }
-    }
-
-    /// How a produce (append, register write) that ended with this error is recorded:
-    /// `fail` only when it certainly did not happen (the broker said so before appending,
-    /// or nothing was sent); `info` otherwise.
-    pub fn write_outcome(&self) -> Outcome {
-        match self {
-            ClientError::Broker { code, .. }
-                if DEFINITE_PRODUCE_ERRORS.contains(&code.as_str()) =>
-            {
-                Outcome::Fail
-            }
-            ClientError::ConnectFailed(_) => Outcome::Fail,
-            ClientError::Broker { .. }
-            | ClientError::Timeout
-            | ClientError::Connection(_)
-            | ClientError::BadResponse { .. } => Outcome::Info,
-        }
-    }
-
-    /// How a read that ended with this error is recorded: always `fail`, since a read has
-    /// no effect (checking.md: a read that timed out may be recorded as fail).
-    pub fn read_outcome(&self) -> Outcome {
-        Outcome::Fail
-    }
-}
-
-impl std::fmt::Display for ClientError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientError::Broker {
-                status,
-                code,
-                message,
-                ..
-            } => write!(f, "{status} {code}: {message}"),
-            ClientError::ConnectFailed(detail) => write!(f, "cannot connect: {detail}"),
-            ClientError::Timeout => f.write_str("no answer within the timeout"),
-            ClientError::Connection(detail) => write!(f, "connection failed: {detail}"),
-            ClientError::BadResponse { status, detail } => {
-                write!(f, "unreadable answer (HTTP {status}): {detail}")
-            }
-        }
-    }
-}
-
-/// One record of a read.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ReadRecord {
-    pub offset: i64,
-    pub value: Value,
-}
-
-/// The answer to `GET .../records`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ReadReply {
-    pub records: Vec<ReadRecord>,
-    pub high_watermark: i64,
-    #[serde(default)]
-    pub log_start_offset: Option<i64>,
-    #[serde(default)]
-    pub leader_epoch: Option<i64>,
-    /// The record limit the broker applied.
-    #[serde(default)]
-    pub max: Option<u64>,
-}
-
-impl ReadReply {
-    /// One past the highest offset returned, or `from` for an empty read.
-    pub fn end(&self, from: i64) -> i64 {
-        self.records
-            .iter()
-            .map(|r| r.offset.saturating_add(1))
-            .fold(from, i64::max)
-    }
-
-    /// The records as the history writes them, `[[offset, value], ...]`, moved out of the
-    /// reply (which is left without records).
-    pub fn take_records_json(&mut self) -> Value {
-        Value::Array(
-            std::mem::take(&mut self.records)
-                .into_iter()
-                .map(|r| Value::Array(vec![Value::from(r.offset), r.value]))
-                .collect(),
-        )
-    }
-}
 
 /// The body of a produce: typed, so that sending it builds no JSON map.
 #[derive(Serialize)]
@@ -256,6 +121,92 @@ impl MetadataReply {
     }
 }
 
+/// One node as the clients reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientNode {
+    /// The broker id it registers with (what `/v1/metadata` and `not_leader` hints name).
+    pub broker_id: u32,
+    /// Base URL of its client listener, e.g. `http://10.77.0.2:9092`.
+    pub url: String,
+}
+
+/// A refused request and what the refusal says of the partition's leader.
+struct Refusal {
+    error: ClientError,
+    /// The broker id a `not_leader` answer names.
+    leader: Option<u32>,
+}
+
+impl From<ClientError> for Refusal {
+    fn from(error: ClientError) -> Refusal {
+        Refusal {
+            error,
+            leader: None,
+        }
+    }
+}
+
+/// The clients of one target on our brokers ([`sut::Connector`]).
+pub struct BrokerConnector {
+    target: Arc<Target>,
+    /// Per node of the target, in order.
+    nodes: Arc<Vec<ClientNode>>,
+}
+
+impl BrokerConnector {
+    /// The clients of `target`, whose nodes are `nodes` (one per node of the target, in
+    /// its order). Every URL must be `http://host:port`.
+    pub fn new(
+        target: Target,
+        nodes: Vec<ClientNode>,
+    ) -> Result<BrokerConnector, ClientSetupError> {
+        target
+            .validate()
+            .map_err(|e| ClientSetupError(e.to_string()))?;
+        if nodes.len() != target.nodes.len() {
+            return Err(ClientSetupError(format!(
+                "{} client addresses for {} nodes",
+                nodes.len(),
+                target.nodes.len()
+            )));
+        }
+        for (i, node) in nodes.iter().enumerate() {
+            if nodes[..i].iter().any(|n| n.broker_id == node.broker_id) {
+                return Err(ClientSetupError(format!(
+                    "broker id {} appears twice",
+                    node.broker_id
+                )));
+            }
+            // Every path the client will use parses.
+            Endpoint::new(&target, node, 0)?;
+        }
+        Ok(BrokerConnector {
+            target: Arc::new(target),
+            nodes: Arc::new(nodes),
+        })
+    }
+
+    /// A client of this target (see [`BrokerClient::new`]).
+    pub fn client(&self, request_timeout: Duration, seed: usize) -> BrokerClient {
+        BrokerClient::new(Arc::clone(&self.target), &self.nodes, request_timeout, seed)
+    }
+}
+
+impl Connector for BrokerConnector {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn connect(&self, request_timeout: Duration, seed: usize) -> Box<dyn Client> {
+        Box::new(self.client(request_timeout, seed))
+    }
+}
+
+/// A target or client address the clients cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot make the clients: {0}")]
+pub struct ClientSetupError(pub String);
+
 /// A worker's connection to the cluster: one kept-alive HTTP/1.1 connection per node and
 /// its view of the leaders.
 pub struct BrokerClient {
@@ -277,19 +228,23 @@ pub struct BrokerClient {
 impl BrokerClient {
     /// A client whose requests each time out after `request_timeout`. Starts at a
     /// different node per `seed` so workers spread their metadata requests. Connects
-    /// lazily: building a client sends nothing.
-    pub fn new(
+    /// lazily: building a client sends nothing. Endpoints that did not parse (which a
+    /// [`BrokerConnector`] has ruled out) answer every request with a connect failure.
+    fn new(
         target: Arc<Target>,
+        nodes: &[ClientNode],
         request_timeout: Duration,
         seed: usize,
-    ) -> Result<BrokerClient, WorkloadError> {
-        let endpoints = (0..target.nodes.len())
-            .map(|node| Endpoint::new(&target, node))
-            .collect::<Result<Vec<_>, _>>()?;
+    ) -> BrokerClient {
+        let endpoints = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| Endpoint::new(&target, node, i).unwrap_or_else(Endpoint::unusable))
+            .collect::<Vec<_>>();
         let partitions = target.partitions as usize;
         let next_node = seed % target.nodes.len().max(1);
         let broker_timeout_ms = (request_timeout.as_millis() * 4 / 5).max(1);
-        Ok(BrokerClient {
+        BrokerClient {
             target,
             endpoints,
             io: Buffers::new(),
@@ -298,11 +253,7 @@ impl BrokerClient {
             last_refresh: None,
             request_timeout,
             broker_timeout_ms: u64::try_from(broker_timeout_ms).unwrap_or(u64::MAX),
-        })
-    }
-
-    pub fn target(&self) -> &Target {
-        &self.target
+        }
     }
 
     pub fn request_timeout(&self) -> Duration {
@@ -330,6 +281,11 @@ impl BrokerClient {
         node
     }
 
+    /// The index of the node whose broker id is `broker_id`.
+    fn node_of_broker(&self, broker_id: u32) -> Option<usize> {
+        self.endpoints.iter().position(|e| e.broker_id == broker_id)
+    }
+
     /// Asks the nodes in turn for `/v1/metadata` until one answers, and takes its
     /// leaders. A node whose answer cannot be read is skipped.
     pub async fn refresh_metadata(&mut self) -> bool {
@@ -353,8 +309,12 @@ impl BrokerClient {
                 continue;
             };
             let leaders = metadata.leaders(&self.target.topic, self.target.partitions);
-            for (slot, leader) in self.leaders.iter_mut().zip(leaders) {
-                *slot = leader.and_then(|id| self.target.node_of_broker(id));
+            let nodes: Vec<Option<usize>> = leaders
+                .into_iter()
+                .map(|leader| leader.and_then(|id| self.node_of_broker(id)))
+                .collect();
+            for (slot, node) in self.leaders.iter_mut().zip(nodes) {
+                *slot = node;
             }
             self.next_node = node + 1;
             return true;
@@ -362,46 +322,35 @@ impl BrokerClient {
         false
     }
 
-    /// Takes what an error says about `partition`'s leader: a `not_leader` hint moves the
+    /// Takes what a refusal says about `partition`'s leader: a `not_leader` hint moves the
     /// cache there; a broken connection forgets the node, so the next request looks again.
-    fn learn(&mut self, partition: u32, error: &ClientError) {
+    fn learn(&mut self, partition: u32, refusal: &Refusal) {
+        let hinted = refusal.leader.and_then(|id| self.node_of_broker(id));
         let Some(slot) = self.leaders.get_mut(partition as usize) else {
             return;
         };
-        match error {
-            ClientError::Broker { code, leader, .. } if code == "not_leader" => {
-                *slot = leader.and_then(|id| self.target.node_of_broker(id));
-            }
-            ClientError::Broker { .. } | ClientError::BadResponse { .. } => {}
+        match &refusal.error {
+            ClientError::Answered { code, .. } if code == "not_leader" => *slot = hinted,
+            ClientError::Answered { .. } | ClientError::BadResponse { .. } => {}
             ClientError::ConnectFailed(_) | ClientError::Timeout | ClientError::Connection(_) => {
                 *slot = None;
             }
         }
     }
 
-    /// `POST .../records` with acks=all: the offset the value was appended at. The broker
-    /// is asked to give up a little before this client does, so that a slow replication
-    /// ends as the broker's own `timeout` rather than a cut connection.
+    /// `POST .../records`: the offset the value was appended at. The broker is asked to
+    /// give up a little before this client does, so that a slow replication ends as the
+    /// broker's own `timeout` rather than a cut connection.
     pub async fn produce(
         &mut self,
         node: usize,
         partition: u32,
         value: &Value,
-    ) -> Result<i64, ClientError> {
-        self.produce_acks(node, partition, value, "all").await
-    }
-
-    /// [`BrokerClient::produce`] with the given `acks` (`"all"`, `"1"`, `"0"`).
-    pub async fn produce_acks(
-        &mut self,
-        node: usize,
-        partition: u32,
-        value: &Value,
-        acks: &'static str,
+        acks: Acks,
     ) -> Result<i64, ClientError> {
         let body = ProduceBody {
             value,
-            acks,
+            acks: acks.as_str(),
             timeout_ms: self.broker_timeout_ms,
         };
         self.send_produce::<_, ProduceReply>(node, partition, &body)
@@ -416,11 +365,11 @@ impl BrokerClient {
         node: usize,
         partition: u32,
         values: &[Value],
-        acks: &'static str,
+        acks: Acks,
     ) -> Result<Vec<i64>, ClientError> {
         let body = BatchBody {
             values,
-            acks,
+            acks: acks.as_str(),
             timeout_ms: self.broker_timeout_ms,
         };
         self.send_produce::<_, BatchReply>(node, partition, &body)
@@ -444,21 +393,22 @@ impl BrokerClient {
                         self.io.finish(&endpoint.host, true);
                         match endpoint.exchange(&mut self.io, timeout).await {
                             Ok(answer) => answer.parse::<R>(),
-                            Err(error) => Err(error),
+                            Err(error) => Err(error.into()),
                         }
                     }
                     // Nothing was sent.
                     Err(e) => Err(ClientError::ConnectFailed(format!(
                         "cannot encode the produce: {e}"
-                    ))),
+                    ))
+                    .into()),
                 }
             }
-            Err(error) => Err(error),
+            Err(error) => Err(error.into()),
         };
-        if let Err(error) = &result {
-            self.learn(partition, error);
-        }
-        result
+        result.map_err(|refusal| {
+            self.learn(partition, &refusal);
+            refusal.error
+        })
     }
 
     /// `GET .../records?offset=&max=&consistency=`, answering within `deadline`. Without
@@ -466,16 +416,19 @@ impl BrokerClient {
     pub async fn read(
         &mut self,
         node: usize,
-        partition: u32,
-        offset: Option<i64>,
-        max: u32,
-        consistency: Consistency,
+        read: ReadRequest,
         deadline: Instant,
     ) -> Result<ReadReply, ClientError> {
         let timeout = deadline.saturating_duration_since(Instant::now());
         if timeout.is_zero() {
             return Err(ClientError::Timeout);
         }
+        let ReadRequest {
+            partition,
+            offset,
+            max,
+            consistency,
+        } = read;
         let result = match records_endpoint(&mut self.endpoints, node, partition) {
             Ok((endpoint, p)) => {
                 let io = &mut self.io;
@@ -490,15 +443,60 @@ impl BrokerClient {
                 io.finish(&endpoint.host, false);
                 match endpoint.exchange(io, timeout).await {
                     Ok(answer) => answer.parse::<ReadReply>(),
-                    Err(error) => Err(error),
+                    Err(error) => Err(error.into()),
                 }
             }
-            Err(error) => Err(error),
+            Err(error) => Err(error.into()),
         };
-        if let Err(error) = &result {
-            self.learn(partition, error);
-        }
-        result
+        result.map_err(|refusal| {
+            self.learn(partition, &refusal);
+            refusal.error
+        })
+    }
+}
+
+impl Client for BrokerClient {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    fn route(&mut self, partition: u32) -> BoxFuture<'_, usize> {
+        Box::pin(BrokerClient::route(self, partition))
+    }
+
+    fn produce<'a>(
+        &'a mut self,
+        node: usize,
+        partition: u32,
+        value: &'a Value,
+        acks: Acks,
+    ) -> BoxFuture<'a, Result<i64, ClientError>> {
+        Box::pin(BrokerClient::produce(self, node, partition, value, acks))
+    }
+
+    fn produce_batch<'a>(
+        &'a mut self,
+        node: usize,
+        partition: u32,
+        values: &'a [Value],
+        acks: Acks,
+    ) -> BoxFuture<'a, Result<Vec<i64>, ClientError>> {
+        Box::pin(BrokerClient::produce_batch(
+            self, node, partition, values, acks,
+        ))
+    }
+
+    fn read(
+        &mut self,
+        node: usize,
+        read: ReadRequest,
+        deadline: Instant,
+    ) -> BoxFuture<'_, Result<ReadReply, ClientError>> {
+        Box::pin(BrokerClient::read(self, node, read, deadline))
     }
 }
 
@@ -527,6 +525,8 @@ enum Address {
     /// A host name, resolved at each connect (connects are rare: one per node, plus one
     /// after each broken connection).
     Name(String, u16),
+    /// An address that did not parse: no connection is ever made.
+    Unusable(String),
 }
 
 impl std::fmt::Display for Address {
@@ -534,6 +534,7 @@ impl std::fmt::Display for Address {
         match self {
             Address::Ip(address) => write!(f, "{address}"),
             Address::Name(host, port) => write!(f, "{host}:{port}"),
+            Address::Unusable(why) => write!(f, "unusable address ({why})"),
         }
     }
 }
@@ -542,6 +543,8 @@ impl std::fmt::Display for Address {
 /// building and parsing a URL per request is a visible share of the recording path's
 /// cost), and the kept-alive connection to it.
 struct Endpoint {
+    /// The broker id of the node.
+    broker_id: u32,
     address: Address,
     /// The `Host` header: the URL's host and port.
     host: String,
@@ -554,14 +557,21 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn new(target: &Target, node: usize) -> Result<Endpoint, WorkloadError> {
+    fn new(target: &Target, node: &ClientNode, index: usize) -> Result<Endpoint, ClientSetupError> {
         let parse = |url: String| {
             reqwest::Url::parse(&url)
-                .map_err(|e| WorkloadError::Target(format!("bad client URL {url:?}: {e}")))
+                .map_err(|e| ClientSetupError(format!("bad client URL {url:?}: {e}")))
         };
-        let base = target.nodes.get(node).map_or("", TargetNode::base_url);
+        let base = node.url.trim_end_matches('/');
+        let name = target.node_name(index);
+        if !base.starts_with("http://") {
+            return Err(ClientSetupError(format!(
+                "client URL {:?} of {name} is not http://host:port",
+                node.url
+            )));
+        }
         let metadata = parse(format!("{base}/v1/metadata"))?;
-        let bad = |what: &str| WorkloadError::Target(format!("client URL {base:?} has no {what}"));
+        let bad = |what: &str| ClientSetupError(format!("client URL {base:?} has no {what}"));
         let host = metadata.host_str().ok_or_else(|| bad("host"))?;
         let port = metadata
             .port_or_known_default()
@@ -589,15 +599,31 @@ impl Endpoint {
         };
         let metadata_path = origin_form(&metadata);
         let records_paths = (0..target.partitions)
-            .map(|p| Ok(origin_form(&parse(target.records_url(node, p))?)))
-            .collect::<Result<Vec<_>, WorkloadError>>()?;
+            .map(|p| {
+                let url = format!("{base}/v1/topics/{}/partitions/{p}/records", target.topic);
+                Ok(origin_form(&parse(url)?))
+            })
+            .collect::<Result<Vec<_>, ClientSetupError>>()?;
         Ok(Endpoint {
+            broker_id: node.broker_id,
             address,
             host: authority,
             metadata_path,
             records_paths,
             connection: None,
         })
+    }
+
+    /// An endpoint no request reaches (its address did not parse).
+    fn unusable(error: ClientSetupError) -> Endpoint {
+        Endpoint {
+            broker_id: 0,
+            address: Address::Unusable(error.0),
+            host: String::new(),
+            metadata_path: String::new(),
+            records_paths: Vec::new(),
+            connection: None,
+        }
     }
 
     /// Sends the request in `io` and reads the whole answer within `timeout`, on the
@@ -645,6 +671,10 @@ impl Endpoint {
             match &self.address {
                 Address::Ip(address) => TcpStream::connect(address).await,
                 Address::Name(host, port) => TcpStream::connect((host.as_str(), *port)).await,
+                Address::Unusable(why) => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    why.clone(),
+                )),
             }
         };
         match tokio::time::timeout(limit, connecting).await {
@@ -669,25 +699,31 @@ impl Endpoint {
 
 impl Answer<'_> {
     /// A 2xx answer as `T`, or an error answer as the broker's error body.
-    fn parse<T: serde::de::DeserializeOwned>(self) -> Result<T, ClientError> {
+    fn parse<T: serde::de::DeserializeOwned>(self) -> Result<T, Refusal> {
         let Answer { status, body } = self;
         if (200..300).contains(&status) {
-            return serde_json::from_slice(body).map_err(|e| ClientError::BadResponse {
-                status,
-                detail: e.to_string(),
+            return serde_json::from_slice(body).map_err(|e| {
+                Refusal::from(ClientError::BadResponse {
+                    status,
+                    detail: e.to_string(),
+                })
             });
         }
         match serde_json::from_slice::<ErrorBody>(body) {
-            Ok(error) => Err(ClientError::Broker {
-                status,
-                code: error.error,
-                message: error.message,
+            Ok(error) => Err(Refusal {
+                error: ClientError::Answered {
+                    status,
+                    definite: DEFINITE_PRODUCE_ERRORS.contains(&error.error.as_str()),
+                    code: error.error,
+                    message: error.message,
+                },
                 leader: error.leader,
             }),
             Err(_) => Err(ClientError::BadResponse {
                 status,
                 detail: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
-            }),
+            }
+            .into()),
         }
     }
 }
@@ -695,14 +731,21 @@ impl Answer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use history::Outcome;
     use serde_json::json;
+    use sut::ReadRecord;
 
+    /// The error our client makes of a broker's error answer with `code`.
     fn broker(code: &str) -> ClientError {
-        ClientError::Broker {
+        let body = format!(r#"{{"error": "{code}", "message": ""}}"#);
+        match (Answer {
             status: 503,
-            code: code.to_string(),
-            message: String::new(),
-            leader: None,
+            body: body.as_bytes(),
+        })
+        .parse::<Value>()
+        {
+            Err(refusal) => refusal.error,
+            Ok(value) => panic!("an error answer parsed as {value}"),
         }
     }
 
@@ -803,13 +846,34 @@ mod tests {
     }
 
     fn client_of(address: SocketAddr, timeout: Duration) -> BrokerClient {
-        let node = TargetNode {
-            name: "n1".into(),
+        let node = ClientNode {
             broker_id: 1,
-            client_url: format!("http://{address}/"),
+            url: format!("http://{address}/"),
         };
-        let target = Target::new(vec![node], "t", 2).unwrap();
-        BrokerClient::new(Arc::new(target), timeout, 0).unwrap()
+        let target = Target::new(vec!["n1".into()], "t", 2).unwrap();
+        BrokerConnector::new(target, vec![node])
+            .unwrap()
+            .client(timeout, 0)
+    }
+
+    #[test]
+    fn a_connector_refuses_addresses_it_cannot_use() {
+        let target = Target::new(vec!["n1".into(), "n2".into()], "t", 1).unwrap();
+        let node = |id: u32, url: &str| ClientNode {
+            broker_id: id,
+            url: url.into(),
+        };
+        let ok = [node(1, "http://127.0.0.1:1"), node(2, "http://a:1/")];
+        assert!(BrokerConnector::new(target.clone(), ok.to_vec()).is_ok());
+        let error = |nodes: Vec<ClientNode>| match BrokerConnector::new(target.clone(), nodes) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted"),
+        };
+        assert!(error(vec![node(1, "http://a:1")]).contains("1 client addresses for 2"));
+        let same_id = vec![node(1, "http://a:1"), node(1, "http://b:1")];
+        assert!(error(same_id).contains("broker id 1"));
+        let not_http = vec![node(1, "http://a:1"), node(2, "a:1")];
+        assert!(error(not_http).contains("http://"));
     }
 
     /// An answer with `status` (and its reason), `headers` (each ending in CRLF) and
@@ -846,10 +910,15 @@ mod tests {
             )),
         ]);
         let mut client = client_of(node.address, Duration::from_secs(2));
-        assert_eq!(client.produce(0, 1, &json!(17)).await, Ok(7));
+        assert_eq!(client.produce(0, 1, &json!(17), Acks::All).await, Ok(7));
         let deadline = Instant::now() + Duration::from_secs(2);
-        let lin = Consistency::Linearizable;
-        let reply = client.read(0, 1, Some(3), 10, lin, deadline).await.unwrap();
+        let read = ReadRequest {
+            partition: 1,
+            offset: Some(3),
+            max: 10,
+            consistency: Consistency::Linearizable,
+        };
+        let reply = client.read(0, read, deadline).await.unwrap();
         assert_eq!(
             reply.records,
             vec![ReadRecord {
@@ -888,12 +957,12 @@ mod tests {
         ]);
         let mut client = client_of(node.address, Duration::from_secs(2));
         for _ in 0..2 {
-            assert_eq!(client.produce(0, 0, &json!(1)).await, Ok(7));
+            assert_eq!(client.produce(0, 0, &json!(1), Acks::All).await, Ok(7));
             // Time for the node's close to arrive.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(client.produce(0, 0, &json!(1)).await, Ok(7));
-        assert_eq!(client.produce(0, 0, &json!(1)).await, Ok(7));
+        assert_eq!(client.produce(0, 0, &json!(1), Acks::All).await, Ok(7));
+        assert_eq!(client.produce(0, 0, &json!(1), Acks::All).await, Ok(7));
         assert_eq!(node.accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
         assert_eq!(node.requests.lock().unwrap().len(), 4);
     }
@@ -914,25 +983,43 @@ mod tests {
             Step::AnswerAndClose("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n{\"off".into()),
         ]);
         let mut client = client_of(node.address, Duration::from_millis(300));
-        let closed = client.produce(0, 0, &json!(1)).await.unwrap_err();
+        let closed = client
+            .produce(0, 0, &json!(1), Acks::All)
+            .await
+            .unwrap_err();
         assert!(matches!(closed, ClientError::Connection(_)), "{closed:?}");
         assert_eq!(closed.write_outcome(), Outcome::Info);
         assert_eq!(
-            client.produce(0, 0, &json!(2)).await,
+            client.produce(0, 0, &json!(2), Acks::All).await,
             Err(ClientError::Timeout)
         );
-        let not_leader = client.produce(0, 0, &json!(3)).await.unwrap_err();
+        let not_leader = client
+            .produce(0, 0, &json!(3), Acks::All)
+            .await
+            .unwrap_err();
         assert_eq!(not_leader.code(), "not_leader");
         assert_eq!(not_leader.write_outcome(), Outcome::Fail);
-        let bare_500 = client.produce(0, 0, &json!(4)).await.unwrap_err();
+        let bare_500 = client
+            .produce(0, 0, &json!(4), Acks::All)
+            .await
+            .unwrap_err();
         assert_eq!(bare_500.code(), "http_500");
-        let unreadable = client.produce(0, 0, &json!(5)).await.unwrap_err();
+        let unreadable = client
+            .produce(0, 0, &json!(5), Acks::All)
+            .await
+            .unwrap_err();
         assert_eq!(unreadable.code(), "bad_response");
         // The answer stops short and the node goes away: may have happened.
-        let cut = client.produce(0, 0, &json!(6)).await.unwrap_err();
+        let cut = client
+            .produce(0, 0, &json!(6), Acks::All)
+            .await
+            .unwrap_err();
         assert!(matches!(cut, ClientError::Connection(_)), "{cut:?}");
         // Out of the target: nothing sent.
-        let nowhere = client.produce(5, 0, &json!(7)).await.unwrap_err();
+        let nowhere = client
+            .produce(5, 0, &json!(7), Acks::All)
+            .await
+            .unwrap_err();
         assert_eq!(nowhere.write_outcome(), Outcome::Fail);
         // Nothing listens: nothing sent.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -940,7 +1027,10 @@ mod tests {
             .local_addr()
             .unwrap();
         let mut refused = client_of(port, Duration::from_millis(300));
-        let error = refused.produce(0, 0, &json!(8)).await.unwrap_err();
+        let error = refused
+            .produce(0, 0, &json!(8), Acks::All)
+            .await
+            .unwrap_err();
         assert!(matches!(error, ClientError::ConnectFailed(_)), "{error:?}");
         assert_eq!(error.code(), "connect_failed");
         assert_eq!(error.write_outcome(), Outcome::Fail);

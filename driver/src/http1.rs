@@ -12,7 +12,7 @@ use std::task::Poll;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::error_chain;
+use sut::error_chain;
 
 /// Longest answer head accepted.
 const MAX_HEAD: usize = 64 * 1024;

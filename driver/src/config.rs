@@ -1,0 +1,202 @@
+//! A broker's `node.toml`: its id, data folder, listeners and peers (set by the
+//! harness), its bug switches, and the user's `KEY=VALUE` settings, where a dotted key
+//! names a table (`metadata.session_timeout_ms=3000`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use sut::{DbError, NodeInfo};
+
+use crate::{BrokerDb, CLIENT_PORT, METADATA_PORT, REPLICATION_PORT};
+
+/// The configuration file's name in the node's folder.
+pub const NODE_TOML: &str = "node.toml";
+
+/// Keys the harness sets itself; a setting may not change them.
+const HARNESS_KEYS: [&str; 5] = ["broker_id", "data_dir", "listeners", "brokers", "bugs"];
+
+/// The broker's data folder on a node.
+pub fn data_dir(node: &NodeInfo) -> PathBuf {
+    node.dir.join("data")
+}
+
+/// Checks `--broker-config` settings without starting anything.
+pub fn validate_settings(settings: &[String]) -> Result<(), DbError> {
+    let mut table = toml::Table::new();
+    for setting in settings {
+        apply_setting(&mut table, setting)?;
+    }
+    Ok(())
+}
+
+/// One `--broker-config KEY=VALUE` applied to a node.toml table. The value is read as
+/// TOML (`3000`, `true`, `"os_only"`, `[1, 2]`) and, failing that, as a string.
+pub fn apply_setting(table: &mut toml::Table, setting: &str) -> Result<(), DbError> {
+    let refuse = |reason: &str| DbError::Setting {
+        setting: setting.to_string(),
+        reason: reason.to_string(),
+    };
+    let (key, value) = setting
+        .split_once('=')
+        .ok_or_else(|| refuse("expected KEY=VALUE"))?;
+    let key = key.trim();
+    let value_text = value.trim();
+    if key.is_empty() || key.split('.').any(str::is_empty) {
+        return Err(refuse("empty key"));
+    }
+    let value: toml::Value = match format!("v = {value_text}").parse::<toml::Table>() {
+        Ok(mut parsed) => parsed
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(value_text.to_string())),
+        Err(_) => toml::Value::String(value_text.to_string()),
+    };
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().unwrap_or_default();
+    let mut current = table;
+    for part in parts {
+        let entry = current
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        current = entry
+            .as_table_mut()
+            .ok_or_else(|| refuse(&format!("`{part}` is not a table")))?;
+    }
+    if HARNESS_KEYS.contains(&last) {
+        return Err(refuse(
+            "set by the harness (use --bug for bug switches, --nodes for the cluster)",
+        ));
+    }
+    current.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// The node.toml of node `index` of `nodes`.
+pub fn node_toml(
+    nodes: &[NodeInfo],
+    index: usize,
+    bugs: &[String],
+    settings: &[String],
+) -> Result<String, DbError> {
+    let node = nodes
+        .get(index)
+        .ok_or_else(|| DbError::Other(format!("no node {index} of {}", nodes.len())))?;
+    let mut table = toml::Table::new();
+    table.insert(
+        "broker_id".into(),
+        toml::Value::Integer(BrokerDb::broker_id(index).into()),
+    );
+    table.insert(
+        "data_dir".into(),
+        toml::Value::String(data_dir(node).display().to_string()),
+    );
+    table.insert(
+        "bugs".into(),
+        toml::Value::Array(
+            bugs.iter()
+                .map(|b| toml::Value::String(b.clone()))
+                .collect(),
+        ),
+    );
+    for setting in settings {
+        apply_setting(&mut table, setting)?;
+    }
+    let mut listeners = toml::Table::new();
+    for (name, port) in [
+        ("client", CLIENT_PORT),
+        ("replication", REPLICATION_PORT),
+        ("metadata", METADATA_PORT),
+    ] {
+        listeners.insert(
+            name.into(),
+            toml::Value::String(SocketAddr::new(node.address, port).to_string()),
+        );
+    }
+    table.insert("listeners".into(), toml::Value::Table(listeners));
+    let brokers = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, peer)| {
+            let mut entry = toml::Table::new();
+            entry.insert(
+                "id".into(),
+                toml::Value::Integer(BrokerDb::broker_id(i).into()),
+            );
+            for (name, port) in [
+                ("replication", REPLICATION_PORT),
+                ("metadata", METADATA_PORT),
+            ] {
+                entry.insert(
+                    name.into(),
+                    toml::Value::String(SocketAddr::new(peer.address, port).to_string()),
+                );
+            }
+            toml::Value::Table(entry)
+        })
+        .collect();
+    table.insert("brokers".into(), toml::Value::Array(brokers));
+    toml::to_string(&table).map_err(|e| DbError::Setting {
+        setting: settings.join(" "),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_land_in_their_tables_as_typed_values() {
+        let mut table = toml::Table::new();
+        apply_setting(&mut table, "min_insync_replicas=2").unwrap();
+        apply_setting(&mut table, "metadata.session_timeout_ms = 3000").unwrap();
+        apply_setting(&mut table, "storage.flush_policy=every_append").unwrap();
+        apply_setting(&mut table, "unclean_leader_election=true").unwrap();
+        let text = toml::to_string(&table).unwrap();
+        assert!(text.contains("min_insync_replicas = 2"), "{text}");
+        assert!(text.contains("unclean_leader_election = true"), "{text}");
+        assert!(
+            text.contains("[metadata]\nsession_timeout_ms = 3000"),
+            "{text}"
+        );
+        assert!(text.contains("flush_policy = \"every_append\""), "{text}");
+        for bad in ["novalue", "=3", "a..b=1", "broker_id=4", "bugs=[]"] {
+            assert!(apply_setting(&mut table, bad).is_err(), "{bad}");
+        }
+        apply_setting(&mut table, "x=1").unwrap();
+        assert!(
+            apply_setting(&mut table, "x.y=1").is_err(),
+            "x is not a table"
+        );
+    }
+
+    #[test]
+    fn a_node_toml_names_the_node_its_peers_and_the_settings() {
+        let nodes: Vec<NodeInfo> = (1..=3)
+            .map(|i| NodeInfo {
+                name: format!("n{i}"),
+                address: format!("10.0.0.{i}").parse().unwrap(),
+                dir: PathBuf::from(format!("/r/n{i}")),
+            })
+            .collect();
+        let text = node_toml(
+            &nodes,
+            1,
+            &["KAFKA-7128".into()],
+            &[
+                "min_insync_replicas=2".into(),
+                "min_insync_replicas=3".into(),
+            ],
+        )
+        .unwrap();
+        let table: toml::Table = text.parse().unwrap();
+        assert_eq!(table["broker_id"].as_integer(), Some(2));
+        assert_eq!(table["data_dir"].as_str(), Some("/r/n2/data"));
+        assert_eq!(table["min_insync_replicas"].as_integer(), Some(3));
+        assert_eq!(table["listeners"]["client"].as_str(), Some("10.0.0.2:9092"));
+        let brokers = table["brokers"].as_array().unwrap();
+        assert_eq!(brokers.len(), 3);
+        assert_eq!(brokers[2]["metadata"].as_str(), Some("10.0.0.3:9094"));
+        assert_eq!(table["bugs"].as_array().unwrap().len(), 1);
+        assert!(node_toml(&nodes, 3, &[], &[]).is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! The door to a node (Jepsen's `db`): what a node of the system needs on disk, the
+//! command that runs it, where its log and data live, which ports its listeners use, and
+//! the [`Api`] of the running cluster. Everything here is plain: the harness writes the
+//! files, runs the command and sends the signals through its backend.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::api::Api;
+
+/// One node of the cluster, as the backend made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// `n1`, `n2`, ...
+    pub name: String,
+    /// The node's address, where its listeners bind.
+    pub address: IpAddr,
+    /// The node's own folder on the node: its files, data and log go inside.
+    pub dir: PathBuf,
+}
+
+/// A file a node needs before it starts, relative to its folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFile {
+    pub name: String,
+    pub contents: String,
+}
+
+/// A node that cannot be configured as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DbError {
+    /// A `KEY=VALUE` setting the system refuses.
+    #[error("--broker-config {setting:?}: {reason}")]
+    Setting { setting: String, reason: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// How the nodes of one system are configured and run.
+pub trait Db: Send + Sync {
+    /// Checks `KEY=VALUE` settings (the user's `--broker-config`) without starting
+    /// anything.
+    fn check_settings(&self, settings: &[String]) -> Result<(), DbError>;
+
+    /// The files node `node` (an index into `nodes`) needs before it starts, with the
+    /// bug switches and settings given (`settings` in order, later ones winning).
+    fn node_files(
+        &self,
+        nodes: &[NodeInfo],
+        node: usize,
+        bugs: &[String],
+        settings: &[String],
+    ) -> Result<Vec<NodeFile>, DbError>;
+
+    /// The command line that runs `node` with `program`, on its files.
+    fn start_command(&self, program: &Path, node: &NodeInfo) -> Vec<String>;
+
+    /// Where the node's process writes its log (standard output and error).
+    fn log_file(&self, node: &NodeInfo) -> PathBuf;
+
+    /// The node's data folder.
+    fn data_dir(&self, node: &NodeInfo) -> PathBuf;
+
+    /// The entries of the data folder a wipe keeps (the consensus state: wiping a
+    /// voter's log is no fault any real system survives); everything else is removed.
+    fn wipe_keeps(&self) -> &[&'static str];
+
+    /// The port of the listener called `listener` (the nemesis's port cuts name
+    /// `metadata` and `replication`), `None` for a listener the system lacks.
+    fn listener_port(&self, listener: &str) -> Option<u16>;
+
+    /// The process's fatal error in the end of its log, if it says one.
+    fn fatal_error<'a>(&self, log_tail: &'a str) -> Option<&'a str>;
+
+    /// The API of a cluster of `nodes` (running or not: it only sends requests).
+    fn api(&self, nodes: &[NodeInfo]) -> Result<Arc<dyn Api>, DbError>;
+}
