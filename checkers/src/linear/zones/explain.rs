@@ -145,6 +145,9 @@ impl Naming<'_> {
             op => format!("the completion of {}", self.name(op)),
         };
         let invocation = format!("the invocation of {}", self.name(zone.invocation.op));
+        if zone.completion.op == zone.invocation.op {
+            return "between its invocation and its completion".to_string();
+        }
         if zone.forward() {
             format!("from {completion} until {invocation}")
         } else {
