@@ -3,8 +3,9 @@
 //! `; model: <name>`, optionally `; init: <json>`, `; expect: valid|invalid`, and for
 //! invalid ones `; unplaced: <index>` (the op the checker must report as unplaceable).
 
-use checkers::linear::{check_linearizable, LinearOptions, ModelKind};
+use checkers::linear::{check_linearizable, Algorithm, AlgorithmChoice, LinearOptions, ModelKind};
 use checkers::Verdict;
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 struct Claim {
@@ -78,6 +79,16 @@ fn linear_edn_histories_get_the_verdicts_their_comments_claim() {
         );
         let mut options = LinearOptions::new(claim.model);
         options.init = claim.init.clone();
+        // The zones judge the register histories (every value is written once), and
+        // agree with the search, whose unplaced op the claim names.
+        let auto = check_linearizable(&history, &options).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(auto.verdict, claim.verdict, "{name}: {auto:?}");
+        let zones_judged = auto
+            .algorithms
+            .iter()
+            .all(|partition| partition.algorithm == Algorithm::Zones);
+        assert_eq!(zones_judged, claim.model == ModelKind::Register, "{name}");
+        options.algorithm = AlgorithmChoice::Wgl;
         let report = check_linearizable(&history, &options).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(report.verdict, claim.verdict, "{name}: {report:?}");
         if let Some(unplaced) = claim.unplaced {
@@ -115,8 +126,9 @@ fn linear_failure_report_of_the_stale_read_names_the_prefix_and_state() {
         "/tests/data/register-invalid.edn"
     ));
     let history = history::jepsen::read_jepsen_edn(path).unwrap_or_else(|e| panic!("{e}"));
-    let report = check_linearizable(&history, &LinearOptions::new(ModelKind::Register))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut options = LinearOptions::new(ModelKind::Register);
+    options.algorithm = AlgorithmChoice::Wgl;
+    let report = check_linearizable(&history, &options).unwrap_or_else(|e| panic!("{e}"));
     let failure = report.failure.expect("not linearizable");
     assert_eq!(failure.key, None);
     // The writes of 1 and 2 in real-time order, with the timed-out write of 7 somewhere.
@@ -133,14 +145,55 @@ fn linear_failure_report_of_the_stale_read_names_the_prefix_and_state() {
     assert!(failure
         .unplaced_description
         .contains("register-invalid.edn:"));
-    // Ops that were never placed have an empty partial linearization; the others the
-    // longest they were part of, which contains them.
+    // Ops of the longest prefix were part of a partial linearization at least that long;
+    // the unplaced read never was.
     for partial in &failure.partial_linearizations {
+        let in_prefix = failure.longest_prefix.contains(&partial.op);
         assert!(
-            partial.linearization.is_empty() || partial.linearization.contains(&partial.op),
+            !in_prefix || partial.length >= failure.longest_prefix.len(),
+            "{partial:?}"
+        );
+        assert!(
+            partial.op != failure.unplaced || partial.length == 0,
             "{partial:?}"
         );
     }
+}
+
+#[test]
+fn linear_zones_explain_the_stale_read_by_the_write_that_overwrote_it() {
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/register-invalid.edn"
+    ));
+    let history = history::jepsen::read_jepsen_edn(path).unwrap_or_else(|e| panic!("{e}"));
+    let report = check_linearizable(&history, &LinearOptions::new(ModelKind::Register))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let failure = report.failure.expect("not linearizable");
+    assert_eq!(failure.algorithm, Algorithm::Zones);
+    // 1 must hold the register from the write of 1's completion (op 0) until the read of
+    // it is invoked (op 10); 2 from the write of 2's completion (op 5) until the read of
+    // it (op 12). The two stretches overlap.
+    let conflict = serde_json::to_value(failure.conflict.expect("a conflict")).unwrap();
+    assert_eq!(conflict["kind"], "overlapping-zones");
+    let (first, second) = (&conflict["first"], &conflict["second"]);
+    assert_eq!((&first["value"], &first["write"]), (&json!(1), &json!(0)));
+    assert_eq!(first["reads"], json!([10]));
+    assert_eq!(first["earliest_completion"], 0);
+    assert_eq!(first["latest_invocation"], 10);
+    assert_eq!((&second["value"], &second["write"]), (&json!(2), &json!(5)));
+    assert_eq!(second["earliest_completion"], 5);
+    assert_eq!(second["latest_invocation"], 12);
+    assert_eq!(second["forward"], true);
+    assert_eq!(failure.unplaced, 5);
+    assert_eq!(
+        failure.unplaced_description,
+        "1 had to hold the register from the completion of op 0 (process 0 write 1) until \
+         the invocation of op 10 (process 0 read -> 1), and 2 from the completion of op 5 \
+         (process 2 write 2) until the invocation of op 12 (process 2 read -> 2); the two \
+         stretches overlap, but the register holds one value at a time and, as every value \
+         is written once, never returns to an overwritten one"
+    );
 }
 
 #[test]

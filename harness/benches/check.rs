@@ -33,6 +33,7 @@ fn settings(model: CheckModel) -> CheckSettings {
         time_limit: Duration::from_secs(300),
         memory_budget_bytes: 4 << 30,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        algorithm: Default::default(),
     }
 }
 

@@ -6,7 +6,9 @@
 //! file could not be read or checked at all.
 
 use anyhow::{bail, Context, Result};
-use checkers::linear::{check_linearizable, LinearOptions, LinearReport, ModelKind};
+use checkers::linear::{
+    check_linearizable, Algorithm, AlgorithmChoice, LinearOptions, LinearReport, ModelKind,
+};
 use checkers::log::{check_log, AnomalyKind, LogReport};
 use checkers::{Results, Verdict};
 use clap::Args;
@@ -50,6 +52,12 @@ pub struct CheckArgs {
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     pub time_limit: f64,
 
+    /// Linearizability: the zone check for plain registers whose read values are each
+    /// written once (`zones`, O(n log n)), the Wing–Gong search (`wgl`), or each where it
+    /// applies (`auto`: zones, else the search).
+    #[arg(long, value_name = "auto|wgl|zones", default_value = "auto", value_parser = parse_algorithm)]
+    pub algorithm: AlgorithmChoice,
+
     /// Give up with `unknown` when the search's memory estimate passes this many MiB.
     #[arg(long, value_name = "MIB", default_value_t = 4096)]
     pub memory_limit: usize,
@@ -61,6 +69,11 @@ pub struct CheckArgs {
 
 pub(crate) fn parse_format(name: &str) -> Result<Format, String> {
     name.parse()
+}
+
+fn parse_algorithm(name: &str) -> Result<AlgorithmChoice, String> {
+    name.parse()
+        .map_err(|e: checkers::linear::UnknownAlgorithm| e.to_string())
 }
 
 fn parse_model(name: &str) -> Result<CheckModel, String> {
@@ -158,6 +171,8 @@ pub struct CheckSettings {
     pub memory_budget_bytes: usize,
     /// Threads one file's linearizability search may use.
     pub threads: usize,
+    /// Which linearizability algorithm judges each key.
+    pub algorithm: AlgorithmChoice,
 }
 
 impl CheckSettings {
@@ -183,6 +198,7 @@ impl CheckSettings {
             time_limit: Duration::from_secs_f64(args.time_limit),
             memory_budget_bytes: args.memory_limit.saturating_mul(1 << 20),
             threads: available_threads(),
+            algorithm: args.algorithm,
         })
     }
 }
@@ -238,6 +254,7 @@ pub fn check_file(path: &Path, settings: &CheckSettings) -> Result<FileOutcome> 
             options.time_limit = Some(settings.time_limit);
             options.memory_budget_bytes = settings.memory_budget_bytes;
             options.threads = settings.threads.max(1);
+            options.algorithm = settings.algorithm;
             let report = check_linearizable(&history, &options)?;
             results.add("linearizable", report.verdict, &report);
             linear = Some(report);
@@ -462,14 +479,27 @@ fn print_linear_summary(report: &LinearReport) {
         "operations: {} in {} partition(s), {} checked",
         report.operations, report.partitions, report.partitions_checked
     );
+    let by_zones = report
+        .algorithms
+        .iter()
+        .filter(|p| p.algorithm == Algorithm::Zones)
+        .count();
+    println!(
+        "algorithms: {by_zones} partition(s) by zones, {} by wgl",
+        report.algorithms.len() - by_zones
+    );
     if let Some(reason) = &report.reason {
         println!("undecided: {reason}");
     }
     if let Some(failure) = &report.failure {
         if let Some(key) = &failure.key {
-            println!("not linearizable: key {key}");
+            println!("not linearizable: key {key} ({})", failure.algorithm);
         } else {
-            println!("not linearizable");
+            println!("not linearizable ({})", failure.algorithm);
+        }
+        if failure.conflict.is_some() {
+            println!("  {}", failure.unplaced_description);
+            return;
         }
         println!(
             "  longest linearizable prefix: {} ops{}",

@@ -277,6 +277,7 @@ pub fn check_settings_for(
         time_limit,
         memory_budget_bytes,
         threads,
+        algorithm: Default::default(),
     }
 }
 

@@ -392,9 +392,17 @@ fn an_undecidable_search_exits_two_with_its_reason() {
         "register",
         "--time-limit",
         "0.2",
+        "--algorithm",
+        "wgl",
     ]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(2), "{text}{}", stderr(&out));
     assert!(text.contains("undecided: time limit"), "{text}");
     assert_eq!(text.lines().last(), Some("verdict: unknown"), "{text}");
+    // Every value is written once, so the zone check (`auto`'s choice) decides at once.
+    let out = harness(&["check", path.to_str().unwrap(), "--model", "register"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(text.contains("not linearizable (zones)"), "{text}");
+    assert!(text.contains("returned 999, and no write wrote it"), "{text}");
 }

@@ -12,7 +12,8 @@
 //! - [`timeline`]: `timeline.html`: one column per process, one bar per op, windowed so
 //!   that a million ops stay responsive; each op addressable as `#i<index>`.
 //! - [`linear`]: a linearizability failure drawn: the failing key's ops, the longest
-//!   linearizable prefix and the op that could not be placed.
+//!   linearizable prefix and the op that could not be placed; `zones`: one the zone
+//!   check found, as the two conflicting clusters (or the read) and their zones.
 //! - [`index`]: the store's index page (`harness serve`): every run, newest first.
 //! - [`nightly`]: what `harness nightly` writes into `store/nightly/<time>/`: the night's
 //!   runs as data (`summary.json`), each compared by key with the night before (new
@@ -28,6 +29,7 @@ pub mod page;
 pub mod plots;
 pub mod run;
 pub mod timeline;
+mod zones;
 
 use std::path::{Path, PathBuf};
 

@@ -19,7 +19,7 @@
 //! figure says how many were left out. Linear in the history otherwise: a million ops
 //! take well under a second.
 
-use checkers::linear::LinearReport;
+use checkers::linear::{LinearReport, ZoneConflict};
 use history::{History, Outcome, Process};
 use maud::{html, Markup};
 use serde::Deserialize;
@@ -34,13 +34,13 @@ pub const PREFIX_TAIL: usize = 30;
 pub const MAX_CONCURRENT: usize = 40;
 
 /// Width of the process labels on the left.
-const LEFT: f64 = 56.0;
-const RIGHT: f64 = 16.0;
+pub(crate) const LEFT: f64 = 56.0;
+pub(crate) const RIGHT: f64 = 16.0;
 const TOP: f64 = 8.0;
 const ROW_H: f64 = 36.0;
 /// From a row's top to its boxes' top: room for the linearization numbers.
-const BOX_TOP: f64 = 12.0;
-const BOX_H: f64 = 22.0;
+pub(crate) const BOX_TOP: f64 = 12.0;
+pub(crate) const BOX_H: f64 = 22.0;
 /// Horizontal room between two consecutive events, at least.
 const MIN_GAP: f64 = 34.0;
 /// Extra room per median gap of elapsed time, up to [`GAP_CAP`] medians.
@@ -51,13 +51,13 @@ const GAP_CAP: f64 = 6.0;
 const TAIL: f64 = 44.0;
 /// Room per linearization point sharing one gap.
 const POINT_W: f64 = 18.0;
-const AXIS_H: f64 = 36.0;
+pub(crate) const AXIS_H: f64 = 36.0;
 /// Width of one character of the 11px labels, roughly.
-const CHAR_W: f64 = 6.4;
+pub(crate) const CHAR_W: f64 = 6.4;
 /// Characters of the state the caption shows.
 const MAX_STATE: usize = 160;
 /// Labels longer than this many characters do not widen the gaps.
-const MAX_LABEL: usize = 16;
+pub(crate) const MAX_LABEL: usize = 16;
 
 /// The failure as the report serializes it.
 #[derive(Debug)]
@@ -68,9 +68,13 @@ struct Failure {
     prefix: Vec<u64>,
     unplaced: u64,
     description: String,
-    /// The partition's ops (invocation indexes), with the length of the longest partial
-    /// linearization that contained each.
+    /// Ops of the partition (invocation indexes), with the length of the longest
+    /// partial linearization that contained each.
     partials: Vec<(u64, usize)>,
+    /// Whether `partials` lists every op of the partition.
+    partials_complete: bool,
+    /// The zone check's finding, when it found the failure.
+    conflict: Option<ZoneConflict>,
 }
 
 impl Failure {
@@ -92,8 +96,10 @@ impl Failure {
             partials: failure
                 .partial_linearizations
                 .iter()
-                .map(|p| (p.op, p.linearization.len()))
+                .map(|p| (p.op, p.len()))
                 .collect(),
+            partials_complete: failure.partials_omitted == 0,
+            conflict: failure.conflict,
         })
     }
 
@@ -117,23 +123,23 @@ impl Failure {
 
 /// One op of the failing key, located in the history.
 #[derive(Debug, Clone, Copy)]
-struct KeyOp {
+pub(crate) struct KeyOp {
     /// `Op.index` of the invocation.
-    index: u64,
-    process: Process,
+    pub(crate) index: u64,
+    pub(crate) process: Process,
     /// Positions in `History::ops`.
-    invoke: usize,
-    completion: Option<usize>,
-    outcome: Outcome,
+    pub(crate) invoke: usize,
+    pub(crate) completion: Option<usize>,
+    pub(crate) outcome: Outcome,
     /// 1-based position in the linearizable prefix.
-    order: Option<usize>,
+    pub(crate) order: Option<usize>,
     /// Length of the longest partial linearization that contained it.
-    partial: Option<usize>,
+    pub(crate) partial: Option<usize>,
 }
 
 impl KeyOp {
     /// Where the checker takes the op to end: `None` for ops open to the end (`info`).
-    fn ret(&self) -> Option<usize> {
+    pub(crate) fn ret(&self) -> Option<usize> {
         match self.outcome {
             Outcome::Info => None,
             Outcome::Ok | Outcome::Fail => self.completion,
@@ -148,13 +154,13 @@ impl KeyOp {
 
 /// Finds ops by `Op.index`: by binary search, in the history itself when sorted by index
 /// (as every importer and the harness write it), else in a sorted table.
-enum IndexLookup<'h> {
+pub(crate) enum IndexLookup<'h> {
     Sorted(&'h History),
     Table(Vec<(u64, usize)>),
 }
 
 impl IndexLookup<'_> {
-    fn new(history: &History) -> IndexLookup<'_> {
+    pub(crate) fn new(history: &History) -> IndexLookup<'_> {
         if history.ops.windows(2).all(|w| w[0].index < w[1].index) {
             return IndexLookup::Sorted(history);
         }
@@ -169,7 +175,7 @@ impl IndexLookup<'_> {
     }
 
     /// The position in `History::ops` of the op with this index.
-    fn position(&self, index: u64) -> Option<usize> {
+    pub(crate) fn position(&self, index: u64) -> Option<usize> {
         match self {
             IndexLookup::Sorted(history) => {
                 // Dense indexes (as the harness writes them) need no search.
@@ -201,7 +207,7 @@ fn key_ops(history: &History, failure: &Failure) -> Vec<KeyOp> {
         .chain([failure.unplaced])
         .filter_map(|index| lookup.position(index))
         .collect();
-    if failure.partials.is_empty() {
+    if failure.partials.is_empty() || !failure.partials_complete {
         positions.extend(
             operations
                 .iter()
@@ -356,12 +362,12 @@ impl Window {
 
 /// The horizontal layout: one x per event (invocation or return of a drawn op), in
 /// history order.
-struct Axis {
+pub(crate) struct Axis {
     /// History positions of the events, ascending.
     events: Vec<usize>,
     xs: Vec<f64>,
     /// Where ops open to the end stop.
-    end: f64,
+    pub(crate) end: f64,
     /// Compressed gaps: the middle x and the elapsed nanoseconds.
     breaks: Vec<(f64, u64)>,
     /// Whether the history has timestamps at all (else the axis is history order only).
@@ -370,7 +376,7 @@ struct Axis {
 
 impl Axis {
     /// `room[g]`: the least width of the gap after event `g` (the last one: the tail).
-    fn new(history: &History, events: Vec<usize>, room: &[f64]) -> Axis {
+    pub(crate) fn new(history: &History, events: Vec<usize>, room: &[f64]) -> Axis {
         let time = |pos: usize| history.ops.get(pos).map_or(0, |op| op.time);
         let deltas: Vec<u64> = events
             .windows(2)
@@ -411,7 +417,7 @@ impl Axis {
         self.events.partition_point(|&e| e < pos)
     }
 
-    fn x(&self, pos: usize) -> f64 {
+    pub(crate) fn x(&self, pos: usize) -> f64 {
         self.xs.get(self.rank(pos)).copied().unwrap_or(self.end)
     }
 
@@ -452,6 +458,15 @@ impl OpBox {
 /// (as in `results.json`), or `None` when the report shows no failure.
 pub fn draw(history: &history::History, report: &serde_json::Value) -> Option<maud::Markup> {
     let failure = Failure::parse(report)?;
+    if let Some(conflict) = &failure.conflict {
+        return Some(crate::zones::draw(
+            history,
+            failure.key.as_deref(),
+            &failure.description,
+            conflict,
+            &failure.model,
+        ));
+    }
     let ops = key_ops(history, &failure);
     let prefix_len = failure.prefix.len();
     let unplaced = ops.iter().position(|op| op.index == failure.unplaced);
@@ -573,7 +588,7 @@ fn shorten(text: &str, chars: usize) -> String {
 }
 
 /// The op's short label (`w 3`, `r → 2`) and long one (`write 3`, `read → 2`).
-fn labels(history: &History, op: &KeyOp, model: &str) -> (String, String) {
+pub(crate) fn labels(history: &History, op: &KeyOp, model: &str) -> (String, String) {
     let Some(invoke) = history.ops.get(op.invoke) else {
         return (format!("op {}", op.index), format!("op {}", op.index));
     };
@@ -623,7 +638,7 @@ fn labels(history: &History, op: &KeyOp, model: &str) -> (String, String) {
 }
 
 /// Nanoseconds as "850 ns", "12.3 µs", "4.5 ms", "1.23 s".
-fn duration(ns: u64) -> String {
+pub(crate) fn duration(ns: u64) -> String {
     let ns_f = ns as f64;
     if ns < 1_000 {
         format!("{ns} ns")
@@ -637,12 +652,12 @@ fn duration(ns: u64) -> String {
 }
 
 /// Rounded to a tenth of a pixel, for short attributes.
-fn px(v: f64) -> f64 {
+pub(crate) fn px(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
 /// The label cut to fit `width` pixels, or `None` when nothing fits.
-fn fit(label: &str, width: f64) -> Option<String> {
+pub(crate) fn fit(label: &str, width: f64) -> Option<String> {
     let room = ((width - 8.0) / CHAR_W).floor();
     (room >= 2.0).then(|| shorten(label, room as usize))
 }
@@ -670,13 +685,13 @@ struct Scene {
     axis: Axis,
 }
 
-fn row_top(row: usize) -> f64 {
+pub(crate) fn row_top(row: usize) -> f64 {
     TOP + row as f64 * ROW_H
 }
 
 /// One row per process, and more for a process whose ops overlap (after an op that stays
 /// open to the end); the row of each op by invocation index.
-fn rows(drawn: &[KeyOp]) -> (Vec<(Process, bool)>, HashMap<u64, usize>) {
+pub(crate) fn rows(drawn: &[KeyOp]) -> (Vec<(Process, bool)>, HashMap<u64, usize>) {
     // Per process, where each of its lanes is taken up to (`None`: to the end).
     let mut lanes: BTreeMap<Process, Vec<Option<usize>>> = BTreeMap::new();
     let mut lane_of = Vec::with_capacity(drawn.len());
@@ -811,7 +826,6 @@ fn render(history: &History, scene: &Scene, prefix_len: usize) -> Markup {
     let width = px(axis.end + RIGHT);
     let height = px(axis_y + AXIS_H);
     let line: Vec<String> = placed.iter().map(|p| format!("{},{}", p.x, p.y)).collect();
-    let time = |pos: usize| history.ops.get(pos).map_or(0, |op| op.time);
     let label_y = |row: usize| px(row_top(row) + BOX_TOP + BOX_H / 2.0 + 4.0);
     html! {
         svg class="linear-failure" xmlns="http://www.w3.org/2000/svg" width=(width)
@@ -848,28 +862,37 @@ fn render(history: &History, scene: &Scene, prefix_len: usize) -> Markup {
                 }
                 path class="lf-stuck" d={"M" (px(s.x - 4.0)) "," (px(s.y - 4.0)) "l8,8m0,-8l-8,8"} {}
             }
-            line class="lf-axis" x1=(LEFT) y1=(axis_y) x2=(px(axis.end)) y2=(axis_y) {}
-            @for x in &axis.xs {
-                line class="lf-axis" x1=(x) y1=(axis_y) x2=(x) y2=(axis_y + 3.0) {}
+            (axis_markup(history, axis, axis_y))
+        }
+    }
+}
+
+/// The time axis under a drawing, at `axis_y`: a tick per event, compressed gaps marked
+/// with their elapsed time, the first and last event's times.
+pub(crate) fn axis_markup(history: &History, axis: &Axis, axis_y: f64) -> Markup {
+    let time = |pos: usize| history.ops.get(pos).map_or(0, |op| op.time);
+    html! {
+        line class="lf-axis" x1=(LEFT) y1=(axis_y) x2=(px(axis.end)) y2=(axis_y) {}
+        @for x in &axis.xs {
+            line class="lf-axis" x1=(x) y1=(axis_y) x2=(x) y2=(axis_y + 3.0) {}
+        }
+        @for (x, ns) in &axis.breaks {
+            path class="lf-axis" d={"M" (px(x - 5.0)) "," (axis_y + 5.0) "l4,-10m2,10l4,-10"} {}
+            text class="lf-axis-text" x=(px(*x)) y=(axis_y + 16.0) text-anchor="middle" {
+                "+" (duration(*ns))
             }
-            @for (x, ns) in &axis.breaks {
-                path class="lf-axis" d={"M" (px(x - 5.0)) "," (axis_y + 5.0) "l4,-10m2,10l4,-10"} {}
-                text class="lf-axis-text" x=(px(*x)) y=(axis_y + 16.0) text-anchor="middle" {
-                    "+" (duration(*ns))
+        }
+        @match (axis.timed, axis.events.first(), axis.events.last()) {
+            (true, Some(&first), Some(&last)) => {
+                text class="lf-axis-text" x=(LEFT) y=(axis_y + 28.0) {
+                    "t = " (duration(time(first)))
                 }
+                text class="lf-axis-text" x=(px(axis.x(last))) y=(axis_y + 28.0)
+                    text-anchor="end" { "t = " (duration(time(last))) }
             }
-            @match (axis.timed, axis.events.first(), axis.events.last()) {
-                (true, Some(&first), Some(&last)) => {
-                    text class="lf-axis-text" x=(LEFT) y=(axis_y + 28.0) {
-                        "t = " (duration(time(first)))
-                    }
-                    text class="lf-axis-text" x=(px(axis.x(last))) y=(axis_y + 28.0)
-                        text-anchor="end" { "t = " (duration(time(last))) }
-                }
-                _ => {
-                    text class="lf-axis-text" x=(LEFT) y=(axis_y + 28.0) {
-                        "history order (no timestamps)"
-                    }
+            _ => {
+                text class="lf-axis-text" x=(LEFT) y=(axis_y + 28.0) {
+                    "history order (no timestamps)"
                 }
             }
         }
@@ -969,10 +992,12 @@ mod tests {
         op
     }
 
-    /// The report of the `linearizable` checker on `history`, as stored in results.json.
+    /// The report of the `linearizable` checker's search on `history`, as stored in
+    /// results.json (zones.rs draws the zone check's failures).
     fn check(history: &History, model: ModelKind) -> Value {
         let mut options = LinearOptions::new(model);
         options.threads = 1;
+        options.algorithm = checkers::linear::AlgorithmChoice::Wgl;
         let report = check_linearizable(history, &options).unwrap();
         serde_json::to_value(&report).unwrap()
     }
@@ -1326,6 +1351,8 @@ mod tests {
             unplaced: 2,
             description: format!("... (1 ops; state then: {state})"),
             partials: Vec::new(),
+            partials_complete: true,
+            conflict: None,
         };
         assert_eq!(
             caption(

@@ -5,6 +5,9 @@
 //!   (or, for multi-register, by connected components of keys).
 //! - `models`: register, cas-register, etcd, kv and multi-register step functions.
 //! - `wgl`: the search over one partition; `cache`: its bitset and memo table.
+//! - `zones`: Gibbons & Korach's O(n log n) check for plain registers whose read values
+//!   are each written once; `algorithm`: which of the two judges each partition
+//!   ([`AlgorithmChoice::Auto`]: the zones wherever they apply).
 //!
 //! Semantics per model, as Knossos and Porcupine:
 //! - Every model: `ok` ops take effect between invocation and completion; `info` ops (and
@@ -28,17 +31,24 @@
 //! On failure, the report names the longest linearized sequence the search reached (the
 //! first one of that length), and as `unplaced` the op that stopped it there: among the
 //! ops not in that sequence, the one whose return comes first in the history, which had
-//! to be linearized next and could not be in the state the sequence leaves.
+//! to be linearized next and could not be in the state the sequence leaves. A failure
+//! the zones found names instead the two clusters (or the read) in conflict
+//! ([`ZoneConflict`]).
 
+mod algorithm;
 mod cache;
 mod models;
 mod partition;
 mod wgl;
+mod zones;
+
+pub use algorithm::{Algorithm, AlgorithmChoice, PartitionAlgorithm, UnknownAlgorithm};
+pub use zones::{ClusterZone, NotEligible, ZoneConflict, MAX_READS_SHOWN};
 
 use crate::verdict::Verdict;
 use history::{History, HistoryError, Location, Outcome};
 use models::{KvModel, MultiModel, RegisterModel};
-use partition::{PartOp, PartitionModel};
+use partition::{PartOp, Partition, PartitionModel};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -115,6 +125,8 @@ pub struct LinearOptions {
     pub memory_budget_bytes: usize,
     /// Partitions checked at once.
     pub threads: usize,
+    /// Which algorithm judges each partition.
+    pub algorithm: AlgorithmChoice,
 }
 
 impl LinearOptions {
@@ -128,6 +140,7 @@ impl LinearOptions {
             time_limit: None,
             memory_budget_bytes: LinearOptions::DEFAULT_MEMORY_BUDGET,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            algorithm: AlgorithmChoice::Auto,
         }
     }
 }
@@ -145,6 +158,12 @@ pub enum LinearError {
     Init { model: ModelKind, message: String },
     #[error("history of {ops} ops is too large to check (at most {max})")]
     TooLarge { ops: usize, max: usize },
+    /// The zone check was asked for a partition it does not apply to.
+    #[error("the zone check does not apply to {}: {reason}", key.as_deref().map_or("the history".to_string(), |key| format!("key {key}")))]
+    ZonesNotApplicable {
+        key: Option<String>,
+        reason: NotEligible,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -160,6 +179,9 @@ pub struct LinearReport {
     /// nothing (failed ops, reads with an unknown result).
     pub operations: usize,
     pub failure: Option<LinearFailure>,
+    /// Per partition (largest first), the algorithm that judged it (or was to).
+    #[serde(default)]
+    pub algorithms: Vec<PartitionAlgorithm>,
 }
 
 /// Where a partition that is not linearizable got stuck.
@@ -167,22 +189,53 @@ pub struct LinearReport {
 pub struct LinearFailure {
     /// The partition's key (keyed histories) or keys joined by `,` (multi-register).
     pub key: Option<String>,
+    /// What found it.
+    #[serde(default)]
+    pub algorithm: Algorithm,
     /// `Op.index` of the invocations, in linearization order, of the longest
-    /// linearizable prefix found.
+    /// linearizable prefix found (empty when the zones found the failure).
     pub longest_prefix: Vec<u64>,
-    /// `Op.index` of the invocation of the op that could not be placed after it.
+    /// `Op.index` of the invocation of the op that could not be placed after it (zones:
+    /// the op the conflict is about first).
     pub unplaced: u64,
+    /// Why, in words.
     pub unplaced_description: String,
-    /// Per op of the partition: the longest partial linearization that contained it.
+    /// For up to [`MAX_PARTIALS`] ops of the partition, those invoked nearest the
+    /// unplaced op: the length of the longest partial linearization that contained each.
     pub partial_linearizations: Vec<PartialLinearization>,
+    /// Ops of the partition left out of `partial_linearizations`.
+    #[serde(default)]
+    pub partials_omitted: usize,
+    /// The zones' finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<ZoneConflict>,
 }
+
+/// Ops of a failing partition whose partial linearization the report keeps at most.
+pub const MAX_PARTIALS: usize = 1000;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PartialLinearization {
     /// `Op.index` of the op's invocation.
     pub op: u64,
-    /// `Op.index` of the invocations, in order; empty if the op was never linearized.
+    /// Ops in the longest partial linearization that contained it (0: never linearized).
+    #[serde(default)]
+    pub length: usize,
+    /// Reports written before `length` existed held the whole sequence here; read only
+    /// so that their length is known.
+    #[serde(default, skip_serializing)]
     pub linearization: Vec<u64>,
+}
+
+impl PartialLinearization {
+    /// The length, from either form of the report.
+    pub fn len(&self) -> usize {
+        self.length.max(self.linearization.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Positions and op counts are `u32` inside the search.
@@ -209,8 +262,13 @@ pub fn check_linearizable(
     partitions.sort_by_key(|partition| std::cmp::Reverse(partition.ops.len()));
     let operation_count = partitions.iter().map(|p| p.ops.len()).sum();
     let partition_count = partitions.len();
+    let judged = judge_by_zones(history, partitions, options)?;
 
     let stop = AtomicBool::new(false);
+    if !judged.failures.is_empty() {
+        // The answer is known: the searches need not run.
+        stop.store(true, Ordering::Relaxed);
+    }
     let memory_used = AtomicUsize::new(0);
     let limits = Limits {
         stop: &stop,
@@ -220,7 +278,8 @@ pub fn check_linearizable(
         memory_used: &memory_used,
         memory_budget: options.memory_budget_bytes,
     };
-    let (infos, models): (Vec<PartitionInfo>, Vec<PartitionModel>) = partitions
+    let (infos, models): (Vec<PartitionInfo>, Vec<PartitionModel>) = judged
+        .searched
         .into_iter()
         .map(|partition| ((partition.key, partition.ops), partition.model))
         .unzip();
@@ -231,14 +290,15 @@ pub fn check_linearizable(
         model: options.model,
         reason: None,
         partitions: partition_count,
-        partitions_checked: 0,
+        partitions_checked: judged.checked,
         operations: operation_count,
         failure: None,
+        algorithms: judged.algorithms,
     };
     let mut timed_out = false;
     let mut out_of_memory = false;
-    let mut invalid = false;
-    let mut failures = Vec::new();
+    let mut invalid = !judged.failures.is_empty();
+    let mut failures = judged.failures;
     for (slot, outcome) in results {
         match outcome {
             SearchOutcome::Linearizable => report.partitions_checked += 1,
@@ -292,6 +352,86 @@ pub fn check_linearizable(
         "linearizability check"
     );
     Ok(report)
+}
+
+/// The partitions the zones judged, and those left for the search.
+struct Judged {
+    /// Partitions the zones judged.
+    checked: usize,
+    failures: Vec<LinearFailure>,
+    searched: Vec<Partition>,
+    /// Per partition, in the order given, what judges it.
+    algorithms: Vec<PartitionAlgorithm>,
+}
+
+/// Judges with the zones every partition `options.algorithm` gives them (all they apply
+/// to, for `auto`); leaves the others to the search. An error when the zones were asked
+/// for a partition they do not apply to.
+fn judge_by_zones(
+    history: &History,
+    partitions: Vec<Partition>,
+    options: &LinearOptions,
+) -> Result<Judged, LinearError> {
+    let mut judged = Judged {
+        checked: 0,
+        failures: Vec::new(),
+        searched: Vec::new(),
+        algorithms: Vec::with_capacity(partitions.len()),
+    };
+    for partition in partitions {
+        let mut record = PartitionAlgorithm {
+            key: partition.key.clone(),
+            operations: partition.ops.len(),
+            algorithm: Algorithm::Wgl,
+            zones_not_applicable: None,
+        };
+        let verdict = match (&partition.model, options.algorithm) {
+            (_, AlgorithmChoice::Wgl) => None,
+            (PartitionModel::Register(model), _) if options.model == ModelKind::Register => {
+                Some(zones::judge(model, &partition.ops).map(|finding| (model, finding)))
+            }
+            _ => Some(Err(NotEligible::Model)),
+        };
+        match verdict {
+            Some(Ok((model, finding))) => {
+                record.algorithm = Algorithm::Zones;
+                judged.checked += 1;
+                let naming = zones::Naming {
+                    history,
+                    key: partition.key.as_deref(),
+                    ops: &partition.ops,
+                    model,
+                };
+                if let Some(explained) = naming.explain(&finding) {
+                    judged.failures.push(LinearFailure {
+                        key: partition.key.clone(),
+                        algorithm: Algorithm::Zones,
+                        longest_prefix: Vec::new(),
+                        unplaced: explained.unplaced,
+                        unplaced_description: explained.description,
+                        partial_linearizations: Vec::new(),
+                        partials_omitted: 0,
+                        conflict: Some(explained.conflict),
+                    });
+                }
+            }
+            Some(Err(reason)) if options.algorithm == AlgorithmChoice::Zones => {
+                return Err(LinearError::ZonesNotApplicable {
+                    key: partition.key,
+                    reason,
+                });
+            }
+            Some(Err(reason)) => {
+                if options.model == ModelKind::Register {
+                    record.zones_not_applicable = Some(reason.to_string());
+                }
+                judged.searched.push(partition);
+            }
+            None => judged.searched.push(partition),
+        }
+        judged.algorithms.push(record);
+    }
+    Ok(judged)
 }
 
 /// Steps a worker gives each of its searches in turn (a few milliseconds' worth).
@@ -463,26 +603,47 @@ fn describe_failure(
         ),
         None => "no op could be linearized".to_string(),
     };
+    let kept = nearest(ops, failure.unplaced, MAX_PARTIALS);
     LinearFailure {
         key: key.clone(),
+        algorithm: Algorithm::Wgl,
         longest_prefix: indices(&failure.longest),
         unplaced: op_index(failure.unplaced),
         unplaced_description,
-        partial_linearizations: failure
-            .partials
-            .iter()
-            .enumerate()
-            .map(|(local, sequence)| PartialLinearization {
-                op: op_index(local as u32),
-                linearization: indices(sequence),
+        partials_omitted: ops.len() - kept.len(),
+        partial_linearizations: kept
+            .into_iter()
+            .map(|local| PartialLinearization {
+                op: op_index(local),
+                length: failure
+                    .partials
+                    .get(local as usize)
+                    .map_or(0, |&n| n as usize),
+                linearization: Vec::new(),
             })
             .collect(),
+        conflict: None,
     }
+}
+
+/// Up to `count` of the ops (partition-local), those invoked nearest `around`, in
+/// invocation order.
+fn nearest(ops: &[PartOp], around: u32, count: usize) -> Vec<u32> {
+    let Some(center) = ops.get(around as usize).map(|op| op.invoke) else {
+        return (0..ops.len().min(count) as u32).collect();
+    };
+    let mut kept: Vec<u32> = (0..ops.len() as u32).collect();
+    if kept.len() > count {
+        kept.select_nth_unstable_by_key(count, |&op| ops[op as usize].invoke.abs_diff(center));
+        kept.truncate(count);
+        kept.sort_unstable();
+    }
+    kept
 }
 
 /// "process 3 read -> 4", "process 1 cas [1,2] (failed)", "process 9 get key \"2\" ->
 /// \"xy\"".
-fn describe_op(history: &History, op: &PartOp) -> String {
+pub(crate) fn describe_op(history: &History, op: &PartOp) -> String {
     let Some(invoke) = history.ops.get(op.invoke) else {
         return String::new();
     };

@@ -48,8 +48,13 @@ impl Values {
         id
     }
 
-    fn get(&self, id: u32) -> &Value {
+    pub(crate) fn get(&self, id: u32) -> &Value {
         self.values.get(id as usize).unwrap_or(&Value::Null)
+    }
+
+    /// How many distinct values are interned: every id is below this.
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
     }
 }
 

@@ -82,9 +82,9 @@ pub(crate) struct Failure {
     /// The op whose return entry stopped the search at `longest`: among the ops not in
     /// it, the one that returned first, which had to be linearized next and could not.
     pub unplaced: u32,
-    /// Per op, the longest linearized sequence that contained it (empty if it never was
-    /// linearized).
-    pub partials: Vec<Vec<u32>>,
+    /// Per op, the length of the longest linearized sequence that contained it (0 if it
+    /// never was linearized).
+    pub partials: Vec<u32>,
 }
 
 /// The call/return entries as a doubly linked list in index arrays.
@@ -174,32 +174,23 @@ struct Frame {
     committed: bool,
 }
 
-/// Per op, the longest linearized sequence that contained it, as Porcupine keeps for
-/// drawing. Sequences only need recording at local maxima of the stack depth (the first
-/// backtrack after a push): any other stack is a prefix of the last maximum. `stack_min`
-/// (the least record among the ops on the stack up to each level) makes the common
-/// case, where every op on the stack already has a record this long, O(1).
+/// Per op, the length of the longest linearized sequence that contained it, as Porcupine
+/// keeps for drawing (the lengths only: the sequences themselves, one per op, would take
+/// memory quadratic in the ops). Lengths only need recording at local maxima of the stack
+/// depth (the first backtrack after a push): any other stack is a prefix of the last
+/// maximum. `stack_min` (the least record among the ops on the stack up to each level)
+/// makes the common case, where every op on the stack already has a record this long,
+/// O(1).
 struct Partials {
     record: Vec<u32>,
-    snapshot_of: Vec<u32>,
     stack_min: Vec<u32>,
-    snapshots: Vec<Vec<u32>>,
-    /// How many ops point at each snapshot; snapshots nobody points at are reused.
-    references: Vec<u32>,
-    free: Vec<u32>,
-    bytes: usize,
 }
 
 impl Partials {
     fn new(ops: usize) -> Partials {
         Partials {
             record: vec![0; ops],
-            snapshot_of: vec![NIL; ops],
             stack_min: Vec::with_capacity(ops),
-            snapshots: Vec::new(),
-            references: Vec::new(),
-            free: Vec::new(),
-            bytes: ops * 12,
         }
     }
 
@@ -218,49 +209,17 @@ impl Partials {
             Some(&least) if least < depth => {}
             _ => return,
         }
-        let sequence: Vec<u32> = stack.iter().map(|frame| frame.op).collect();
-        self.bytes += sequence.capacity() * 4;
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.bytes -= self.snapshots[id as usize].capacity() * 4;
-                self.snapshots[id as usize] = sequence;
-                id
-            }
-            None => {
-                self.snapshots.push(sequence);
-                self.references.push(0);
-                self.bytes += 28;
-                (self.snapshots.len() - 1) as u32
-            }
-        };
         let mut least = u32::MAX;
         for (level, frame) in stack.iter().enumerate() {
-            let op = frame.op as usize;
-            if self.record[op] < depth {
-                let old = self.snapshot_of[op];
-                if old != NIL {
-                    self.references[old as usize] -= 1;
-                    if self.references[old as usize] == 0 {
-                        self.free.push(old);
-                    }
-                }
-                self.record[op] = depth;
-                self.snapshot_of[op] = id;
-                self.references[id as usize] += 1;
-            }
-            least = least.min(self.record[op]);
+            let record = &mut self.record[frame.op as usize];
+            *record = (*record).max(depth);
+            least = least.min(*record);
             self.stack_min[level] = least;
         }
     }
 
-    fn into_sequences(self) -> Vec<Vec<u32>> {
-        self.snapshot_of
-            .iter()
-            .map(|&id| match id {
-                NIL => Vec::new(),
-                id => self.snapshots[id as usize].clone(),
-            })
-            .collect()
+    fn bytes(&self) -> usize {
+        (self.record.capacity() + self.stack_min.capacity()) * 4
     }
 }
 
@@ -552,7 +511,7 @@ impl<'a, M: Model> Search<'a, M> {
             longest: std::mem::take(&mut self.longest),
             state_after: self.model.describe_state(self.longest_state),
             unplaced: self.longest_blocker,
-            partials: std::mem::replace(&mut self.partials, Partials::new(0)).into_sequences(),
+            partials: std::mem::take(&mut self.partials.record),
         }
     }
 
@@ -561,7 +520,7 @@ impl<'a, M: Model> Search<'a, M> {
         self.cache.bytes()
             + self.entries.bytes()
             + self.stack.capacity() * 16
-            + self.partials.bytes
+            + self.partials.bytes()
             + self.model.bytes()
     }
 }
