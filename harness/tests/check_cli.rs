@@ -404,5 +404,8 @@ fn an_undecidable_search_exits_two_with_its_reason() {
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
     assert!(text.contains("not linearizable (zones)"), "{text}");
-    assert!(text.contains("returned 999, and no write wrote it"), "{text}");
+    assert!(
+        text.contains("returned 999, and no write wrote it"),
+        "{text}"
+    );
 }

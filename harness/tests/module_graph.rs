@@ -214,7 +214,11 @@ fn only_the_driver_knows_the_brokers_api() {
         for file in files {
             let text = std::fs::read_to_string(&file).expect("source file");
             let code = code(&text);
-            let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+            let shown = file
+                .strip_prefix(root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
             // The broker's HTTP paths belong to the driver.
             if code.contains("\"/v1/") {
                 found.push(format!("{shown}: a /v1/ path"));
@@ -225,7 +229,10 @@ fn only_the_driver_knows_the_brokers_api() {
             }
         }
     }
-    assert!(found.is_empty(), "broker knowledge outside the driver: {found:#?}");
+    assert!(
+        found.is_empty(),
+        "broker knowledge outside the driver: {found:#?}"
+    );
 }
 
 #[test]
