@@ -82,6 +82,10 @@ async fn armed_failpoints_stall_replication_isr_writes_and_truncation() {
         "leader_fetch_response",
         "follower_fetch_response",
         "before_isr_write",
+        "leader_offsets_for_leader_epoch",
+        "before_list_offsets",
+        "controller_before_state_write",
+        "controller_leader_and_isr_send",
     ] {
         assert!(listing["points"]
             .as_array()

@@ -25,7 +25,7 @@ pub struct TestArgs {
     pub workload: workloads::WorkloadKind,
 
     /// Faults to inject: a comma-separated list of `kill`, `pause`, `partition`,
-    /// `partition-ports` and `admin`; `all` for every one, `none` for none.
+    /// `partition-ports`, `admin` and `slow`; `all` for every one, `none` for none.
     #[arg(long, default_value = "none", value_name = "LIST|all|none")]
     pub nemesis: String,
 

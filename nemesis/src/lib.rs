@@ -10,7 +10,9 @@
 //! - [`grudge`]: network partitions as grudges (who drops whose packets) and the shapes:
 //!   halves, one, majority, majorities-ring, bridge, isolate-targets, explicit.
 //! - [`package`]: the fault packages (`kill`, `pause`, `partition`, `partition-ports`,
-//!   `admin`): their `f` names, plot colour and label, and `--nemesis` parsing.
+//!   `admin`, `slow`): their `f` names, plot colour and label, and `--nemesis` parsing.
+//! - [`slow`]: slow links as the broker's delay failpoints: the points a `slow` period
+//!   may arm and the draw of its delays.
 //! - [`schedule`]: the seeded, deterministic sequence of fault steps of each package
 //!   (start and stop alternating at random intervals around the interval).
 //! - [`control`]: what the nemesis needs of the cluster ([`ClusterControl`]) and of the
@@ -27,6 +29,7 @@ pub mod package;
 pub mod roles;
 pub mod runner;
 pub mod schedule;
+pub mod slow;
 pub mod target;
 
 pub use control::{
@@ -37,4 +40,5 @@ pub use package::{PackageInfo, PackageKind};
 pub use roles::{PartitionRoles, Roles};
 pub use runner::{DeregistrationWait, FaultState, Nemesis, NemesisOptions, NemesisSummary};
 pub use schedule::{Action, AdminKind, Step};
+pub use slow::Delay;
 pub use target::{TargetError, TargetSpec};

@@ -21,6 +21,9 @@ pub enum PackageKind {
     /// Through the broker's admin API: leader transfer storms, preferred-leader
     /// elections, reassignments adding or removing a replica.
     Admin,
+    /// Slow links: delay failpoints (`return(<ms>)`) armed on the target's brokers for a
+    /// period, then released ([`crate::slow`]).
+    Slow,
 }
 
 /// What the report and the history need to know of a package.
@@ -38,12 +41,13 @@ pub struct PackageInfo {
 }
 
 impl PackageKind {
-    pub const ALL: [PackageKind; 5] = [
+    pub const ALL: [PackageKind; 6] = [
         PackageKind::Kill,
         PackageKind::Pause,
         PackageKind::Partition,
         PackageKind::PartitionPorts,
         PackageKind::Admin,
+        PackageKind::Slow,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +90,13 @@ impl PackageKind {
                 colour: "#A66AD8",
                 start: &["transfer-leaders", "elect-preferred", "reassign"],
                 stop: &[],
+            },
+            PackageKind::Slow => PackageInfo {
+                name: "slow",
+                label: "slow link",
+                colour: "#A0E9D9",
+                start: &["start-slow"],
+                stop: &["stop-slow"],
             },
         }
     }
@@ -150,6 +161,24 @@ mod tests {
         assert_eq!(
             PackageKind::parse_list("pause,kill,pause").unwrap(),
             vec![PackageKind::Kill, PackageKind::Pause]
+        );
+        assert_eq!(
+            PackageKind::parse_list("slow").unwrap(),
+            vec![PackageKind::Slow]
+        );
+        assert_eq!(
+            PackageKind::parse_list("slow, admin,slow").unwrap(),
+            vec![PackageKind::Admin, PackageKind::Slow]
+        );
+        assert!(PackageKind::parse_list("all")
+            .unwrap()
+            .contains(&PackageKind::Slow));
+        assert_eq!(PackageKind::of_f("start-slow"), Some(PackageKind::Slow));
+        assert_eq!(PackageKind::of_f("stop-slow"), Some(PackageKind::Slow));
+        assert_eq!(
+            PackageKind::of_f("failpoint"),
+            None,
+            "scenario steps stay apart"
         );
         assert!(PackageKind::parse_list("kill,clock")
             .unwrap_err()

@@ -15,7 +15,8 @@
 //! [`FaultState::paused`] before its signal is sent, and a reassignment's original
 //! replicas before the request, because their undoing is harmless when the fault did not
 //! happen (`start` leaves a running broker alone, SIGCONT a running process, a
-//! reassignment to the current replicas changes nothing) while a fault that happened
+//! reassignment to the current replicas changes nothing, releasing a failpoint that is
+//! not armed does nothing) while a fault that happened
 //! unrecorded (a failed or interrupted command that acted anyway) would never be undone.
 //! A cut is recorded only once in place: `uncut` removes exactly what a `cut` made, and
 //! [`Nemesis::heal_all`] removes every cut whatever was recorded.
@@ -34,6 +35,8 @@
 //! | `transfer-leaders` | `kind` | `transfers`: `[{key, from, to, ok \| error}]` |
 //! | `elect-preferred` | `kind` | `answer` |
 //! | `reassign` | `kind` | `key`, `from`, `to`, `added` or `restore`, `answer` |
+//! | `start-slow` | `delays`: `[{point, delay_ms, percent}]` | `nodes`, `armed`: `[{node, point, delay_ms, percent, actions}]`, `skipped_killed`, `errors` (`"node point" → error`) |
+//! | `stop-slow` | | `released`: `[{node, point}]`, `errors` |
 //!
 //! Every value has `package` and, when the action has one, `targets`
 //! ([`Action::targets`]); the operations of [`Nemesis::heal_all`] have `final: true`.
@@ -73,6 +76,9 @@ pub struct FaultState {
     /// Partitions (`topic/partition`) whose replicas a `reassign` changed, with their
     /// original replica list.
     pub reassigned: BTreeMap<String, Vec<String>>,
+    /// Failpoints the `slow` package armed, `(node, point)`, each with whether the broker
+    /// confirmed it (`false`: the request failed, and may or may not have landed).
+    pub slowed: BTreeMap<(String, String), bool>,
 }
 
 impl FaultState {
@@ -82,6 +88,7 @@ impl FaultState {
             && self.paused.is_empty()
             && self.cuts.values().all(Vec::is_empty)
             && self.reassigned.is_empty()
+            && self.slowed.is_empty()
     }
 }
 
@@ -241,7 +248,8 @@ impl Nemesis {
     /// Undoes every fault in place, each as its package's stop operation (healing the
     /// network as `stop-partition` / `stop-partition-ports` when cuts are in place,
     /// `resume` of every paused node, `start` of every killed node — with the wait for a
-    /// wiped node's deregistration —, `reassign` back to the original replicas), and
+    /// wiped node's deregistration —, `stop-slow` releasing every delay failpoint,
+    /// `reassign` back to the original replicas), and
     /// then SIGCONT to every node anyway. Safe to call more than once: when nothing is
     /// broken it records nothing.
     ///
@@ -274,6 +282,17 @@ impl Nemesis {
                 .invoke("start", Value::Object(value.clone()))?;
             let error = worker.start_killed(None, &mut value).await;
             worker.finish(token, "start", value, error)?;
+        }
+
+        // After the resume and the start: every node answers (a restarted one has no
+        // failpoint armed, and releasing one is harmless).
+        if !worker.state().slowed.is_empty() {
+            let mut value = worker.intent(PackageKind::Slow, &Action::StopSlow);
+            value.insert("final".into(), json!(true));
+            let f = Action::StopSlow.f();
+            let token = worker.journal.invoke(f, Value::Object(value.clone()))?;
+            let error = worker.release_slow(&mut value).await;
+            worker.finish(token, f, value, error)?;
         }
 
         let reassigned = worker.state().reassigned.clone();
@@ -486,7 +505,11 @@ impl Worker {
                     value.insert("actions".into(), json!(actions));
                 }
             }
-            Action::Start
+            Action::Slow { delays, .. } => {
+                value.insert("delays".into(), json!(delays));
+            }
+            Action::StopSlow
+            | Action::Start
             | Action::Pause { .. }
             | Action::Resume
             | Action::StopPartition
@@ -554,6 +577,10 @@ impl Worker {
             }
             Action::Admin(AdminKind::ElectPreferred) => self.elect_preferred(&mut value).await,
             Action::Admin(AdminKind::Reassign) => self.reassign(&mut rng, &mut value).await,
+            Action::Slow { target, delays } => {
+                self.slow(target, delays, &mut rng, &mut value).await
+            }
+            Action::StopSlow => self.release_slow(&mut value).await,
         };
         self.finish(token, f, value, error)
     }
@@ -939,6 +966,107 @@ impl Worker {
             }
             Err(error) => Some(format!("failpoint {point} on {node}: {error}")),
         }
+    }
+
+    /// Arms every delay on each of the target's nodes that is not killed (a killed
+    /// broker has no failpoints; its restart comes up with none armed). Each failpoint is
+    /// entered in [`FaultState::slowed`] before its request, and confirmed once the
+    /// broker answered.
+    async fn slow(
+        &self,
+        target: &TargetSpec,
+        delays: &[crate::slow::Delay],
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let roles = self.roles().await;
+        let resolved = match target.resolve(&roles, rng) {
+            Ok(nodes) => nodes,
+            Err(error) => return Some(no_target(&error)),
+        };
+        let (skipped, nodes): (Vec<String>, Vec<String>) = {
+            let state = self.state();
+            resolved
+                .into_iter()
+                .partition(|node| state.killed.contains_key(node))
+        };
+        value.insert("nodes".into(), json!(nodes));
+        if !skipped.is_empty() {
+            value.insert("skipped_killed".into(), json!(skipped));
+        }
+        if nodes.is_empty() {
+            return Some("no-target: every target node is killed".into());
+        }
+        let mut armed = Vec::new();
+        let mut errors = Map::new();
+        for node in &nodes {
+            for delay in delays {
+                let key = (node.clone(), delay.point.clone());
+                self.state().slowed.entry(key.clone()).or_insert(false);
+                let actions = delay.actions();
+                match self
+                    .control
+                    .failpoint(node, &delay.point, Some(&actions))
+                    .await
+                {
+                    Ok(_) => {
+                        self.state().slowed.insert(key, true);
+                        armed.push(json!({
+                            "node": node,
+                            "point": delay.point,
+                            "delay_ms": delay.delay_ms,
+                            "percent": delay.percent,
+                            "actions": actions,
+                        }));
+                    }
+                    Err(error) => {
+                        errors.insert(format!("{node} {}", delay.point), json!(error.0));
+                    }
+                }
+            }
+        }
+        value.insert("armed".into(), Value::Array(armed));
+        let error = failures("arming a delay", &errors);
+        if !errors.is_empty() {
+            value.insert("errors".into(), Value::Object(errors));
+        }
+        error
+    }
+
+    /// Releases every failpoint in [`FaultState::slowed`]. One that cannot be released
+    /// stays there to be tried again, unless its arming was never confirmed or its node
+    /// is killed (a killed broker's failpoints died with it).
+    async fn release_slow(&self, value: &mut Map<String, Value>) -> Option<String> {
+        let slowed: Vec<((String, String), bool)> = self
+            .state()
+            .slowed
+            .iter()
+            .map(|(key, confirmed)| (key.clone(), *confirmed))
+            .collect();
+        let mut released = Vec::new();
+        let mut errors = Map::new();
+        for ((node, point), confirmed) in slowed {
+            let result = self.control.failpoint(&node, &point, None).await;
+            let mut state = self.state();
+            match result {
+                Ok(_) => {
+                    released.push(json!({"node": node, "point": point}));
+                    state.slowed.remove(&(node, point));
+                }
+                Err(error) => {
+                    errors.insert(format!("{node} {point}"), json!(error.0));
+                    if !confirmed || state.killed.contains_key(&node) {
+                        state.slowed.remove(&(node, point));
+                    }
+                }
+            }
+        }
+        value.insert("released".into(), Value::Array(released));
+        let error = failures("releasing a delay", &errors);
+        if !errors.is_empty() {
+            value.insert("errors".into(), Value::Object(errors));
+        }
+        error
     }
 
     async fn elect_preferred(&self, value: &mut Map<String, Value>) -> Option<String> {

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::grudge::{Ports, Shape};
 use crate::package::PackageKind;
+use crate::slow::Delay;
 use crate::target::TargetSpec;
 use rng::Rng;
 
@@ -54,6 +55,13 @@ pub enum Action {
     StopPartitionPorts,
     /// An admin fault (`transfer-leaders`, `elect-preferred`, `reassign`).
     Admin(AdminKind),
+    /// `start-slow`: arm each of `delays` (a delay failpoint) on the target's brokers.
+    Slow {
+        target: TargetSpec,
+        delays: Vec<Delay>,
+    },
+    /// `stop-slow`: release every failpoint the `slow` package armed.
+    StopSlow,
     /// `start` of exactly these nodes (a scripted scenario's step): those the nemesis
     /// killed are started as [`Action::Start`] starts them (wiping once deregistered
     /// when their kill asked for it); others are started if not running.
@@ -88,6 +96,8 @@ impl Action {
             Action::Admin(AdminKind::TransferStorm) => "transfer-leaders",
             Action::Admin(AdminKind::ElectPreferred) => "elect-preferred",
             Action::Admin(AdminKind::Reassign) => "reassign",
+            Action::Slow { .. } => "start-slow",
+            Action::StopSlow => "stop-slow",
             Action::StartNodes { .. } => "start",
             Action::ResumeNodes { .. } => "resume",
             Action::AdminRequest(request) => request.f(),
@@ -102,7 +112,9 @@ impl Action {
     /// `"minority"`, `"isolate-controller"`, `"majorities-ring"`, ...; `None` for stops.
     pub fn targets(&self) -> Option<String> {
         match self {
-            Action::Kill { target, .. } | Action::Pause { target } => Some(target.to_string()),
+            Action::Kill { target, .. }
+            | Action::Pause { target }
+            | Action::Slow { target, .. } => Some(target.to_string()),
             Action::Partition { shape } | Action::PartitionPorts { shape, .. } => {
                 Some(shape.name())
             }
@@ -112,6 +124,7 @@ impl Action {
             | Action::Resume
             | Action::StopPartition
             | Action::StopPartitionPorts
+            | Action::StopSlow
             | Action::StartNodes { .. }
             | Action::ResumeNodes { .. } => None,
         }
@@ -137,7 +150,7 @@ pub struct ScheduleOptions {
     pub seed: u64,
     /// Mean time between steps (delays uniform in `0..2×interval`).
     pub interval: Duration,
-    /// Node targets of kill and pause, and of the role isolations of partitions.
+    /// Node targets of kill, pause and slow, and of the role isolations of partitions.
     pub targets: Vec<TargetSpec>,
     /// Whether kills may wipe a lone node's partition data.
     pub wipe: bool,
@@ -174,6 +187,8 @@ impl Schedule {
     ///   `Isolate(t)` for each role target `t`.
     /// - `partition-ports`: a shape from `One`, `Halves` and `Isolate(t)` for each role
     ///   target, the metadata or the replication port, and one way with chance 0.3.
+    /// - `slow`: a target picked uniformly from the targets, then the delays
+    ///   ([`Delay::draw`]: which points, how long, how often).
     pub fn step(&self, index: u64) -> Step {
         let options = &self.options;
         let mut rng = Rng::derive(options.seed, self.package.name(), index);
@@ -216,6 +231,14 @@ impl Schedule {
                 }
             }
             PackageKind::PartitionPorts => Action::StopPartitionPorts,
+            PackageKind::Slow if start => {
+                let target = pick_target(&options.effective_targets(), &mut rng);
+                Action::Slow {
+                    target,
+                    delays: Delay::draw(&mut rng),
+                }
+            }
+            PackageKind::Slow => Action::StopSlow,
             PackageKind::Admin => Action::Admin(match rng.below(3) {
                 0 => AdminKind::TransferStorm,
                 1 => AdminKind::ElectPreferred,
@@ -535,6 +558,40 @@ mod tests {
             (0.25..0.35).contains(&share),
             "{one_way} of {starts} one way"
         );
+    }
+
+    #[test]
+    fn slow_periods_draw_targets_and_delays_from_the_seed() {
+        let a = steps(PackageKind::Slow, options(21), 400);
+        assert_eq!(a, steps(PackageKind::Slow, options(21), 400));
+        assert_ne!(a, steps(PackageKind::Slow, options(22), 400));
+        let mut targets = BTreeSet::new();
+        let mut points = BTreeSet::new();
+        for (i, step) in a.iter().enumerate() {
+            match &step.action {
+                Action::Slow { target, delays } => {
+                    assert_eq!(i % 2, 0, "{:?}", step.action);
+                    targets.insert(target.to_string());
+                    assert!(!delays.is_empty());
+                    // The step's draw is the schedule's alone: step(i) draws it again.
+                    let again = Schedule::new(PackageKind::Slow, options(21)).step(i as u64);
+                    assert_eq!(again.action, step.action);
+                    points.extend(delays.iter().map(|d| d.point.clone()));
+                }
+                Action::StopSlow => assert_eq!(i % 2, 1),
+                other => panic!("not a slow step: {other:?}"),
+            }
+        }
+        assert_eq!(targets.len(), TargetSpec::defaults().len(), "{targets:?}");
+        assert_eq!(points.len(), crate::slow::DELAY_POINTS.len(), "{points:?}");
+        let leaders_only = ScheduleOptions {
+            targets: vec![TargetSpec::Leaders],
+            ..options(21)
+        };
+        assert!(steps(PackageKind::Slow, leaders_only, 40)
+            .iter()
+            .filter_map(|s| s.action.targets())
+            .all(|t| t == "leaders"));
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! timeout, and retrying while the broker is registered. A broker's answer, success or
 //! error, is final: only silence (a connection error, a timeout, a 5xx) is retried.
 //!
+//! Each attempt first passes the failpoint `controller_leader_and_isr_send` (a delay
+//! there is a slow controller-to-broker link; `return` an unanswered attempt).
+//!
 //! The controller stops a broker's sender when the broker dies, and every sender when it
 //! resigns; queued requests are then dropped, as Kafka's channel manager drops them.
 
@@ -18,6 +21,7 @@ use crate::config::NodeConfig;
 use crate::metadata::layout;
 use crate::quorum::MetadataClient;
 use crate::replica::BrokerId;
+use crate::server::failpoints;
 use crate::server::wire::LeaderAndIsrBody;
 
 /// Bounds one HTTP exchange with a broker.
@@ -143,7 +147,17 @@ async fn run_sender(
         let delivery = match &setup {
             Err(reason) => Delivery::Abandoned(reason.clone()),
             Ok((url, client)) => loop {
-                match post(client, url, &outgoing.body).await {
+                let attempt =
+                    match failpoints::hit(failpoints::CONTROLLER_LEADER_AND_ISR_SEND, controller)
+                        .await
+                    {
+                        Ok(()) => post(client, url, &outgoing.body).await,
+                        Err(failpoints::Triggered) => Err(format!(
+                            "failpoint {} dropped the attempt",
+                            failpoints::CONTROLLER_LEADER_AND_ISR_SEND
+                        )),
+                    };
+                match attempt {
                     Ok(delivery) => break delivery,
                     Err(reason) if registered() => {
                         tracing::debug!(controller, broker, %reason, "LeaderAndIsr unanswered; retrying");

@@ -3,9 +3,16 @@
 //! - `GET /v1/debug/replicas` → [`ReplicasReply`]: each local replica's role, leader,
 //!   epoch, ISR, LEO, HW, log start, epoch cache.
 //! - `GET /v1/debug/failpoints` → `{"enabled": bool, "points": [..], "armed": {name: actions},
-//!   "hits": {name: times reached while armed}}`
-//! - `PUT /v1/debug/failpoints/{name}` with `{"actions": "sleep(100)"}` (or the actions as
-//!   a plain-text body) arms a point; `DELETE` disarms it. See [`super::failpoints`].
+//!   "hits": {name: times reached while armed}, "delayed": {name: times it delayed its
+//!   site}}`
+//! - `PUT /v1/debug/failpoints/{name}` with `{"actions": "return(300)"}` (or the actions
+//!   as a plain-text body) arms a point; `DELETE` disarms it. `name` is a point of
+//!   `points`, or `<point>@<broker id>`. The actions are `fail` crate actions, except
+//!   that `return(<ms>)` is ours: the site waits that many milliseconds without holding a
+//!   thread, then carries on (`25%return(300)`: a quarter of the hits); plain `return`
+//!   drops or refuses; `sleep(ms)` and `pause` block a blocking-pool thread. A `return`
+//!   argument that is not a delay in milliseconds is refused (400). See
+//!   [`super::failpoints`].
 
 use std::sync::Arc;
 
@@ -114,6 +121,10 @@ async fn list_failpoints() -> Json<Value> {
         "points": failpoints::ALL,
         "armed": armed,
         "hits": failpoints::hit_counts()
+            .into_iter()
+            .map(|(name, count)| (name, Value::from(count)))
+            .collect::<serde_json::Map<_, _>>(),
+        "delayed": failpoints::delay_counts()
             .into_iter()
             .map(|(name, count)| (name, Value::from(count)))
             .collect::<serde_json::Map<_, _>>(),

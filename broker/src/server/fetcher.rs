@@ -214,6 +214,12 @@ impl Fetcher {
                     .with(|r| r.on_offsets_for_leader_epoch_response(&request, response, now()))
             }
             Outgoing::ListOffsets(request) => {
+                if failpoints::hit(failpoints::BEFORE_LIST_OFFSETS, me)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
                 let body = ListOffsetsBody {
                     topic: tp.topic.clone(),
                     partition: tp.partition,

@@ -228,6 +228,18 @@ async fn offsets_for_leader_epoch(
         .inspect(|r| r.handle_offsets_for_leader_epoch(&request))
         .map_err(|e| partition_error(PartitionError::Offline(e)))?
         .map_err(|e| ApiError::replication(e, leader_hint(&partition)))?;
+    // After the answer is computed: a delay here delivers it as of this epoch.
+    if failpoints::hit(
+        failpoints::LEADER_OFFSETS_FOR_LEADER_EPOCH,
+        node.broker_id(),
+    )
+    .await
+    .is_err()
+    {
+        return Err(ApiError::failpoint(
+            failpoints::LEADER_OFFSETS_FOR_LEADER_EPOCH,
+        ));
+    }
     Ok(Json(OffsetsForLeaderEpochReply {
         epoch_end_offset: reply.map(|e| EpochEndOffsetWire {
             leader_epoch: e.leader_epoch,
