@@ -39,9 +39,9 @@ pub struct TestArgs {
     )]
     pub nemesis_interval: String,
 
-    /// Whom kills, pauses and role isolations hit, comma-separated: `one`, `minority`,
-    /// `majority`, `all`, `leaders`, `controller`, `meta-leader`, or nodes joined by `+`
-    /// (`n1+n3`). Default: every kind but explicit nodes.
+    /// Whom kills, pauses, slow links and role isolations hit, comma-separated: `one`,
+    /// `minority`, `majority`, `all`, `leaders`, `controller`, `meta-leader`, or nodes
+    /// joined by `+` (`n1+n3`). Default: every kind but explicit nodes.
     #[arg(long, value_name = "LIST")]
     pub nemesis_targets: Option<String>,
 

@@ -386,6 +386,9 @@ fn unhealed(state: &nemesis::FaultState) -> Vec<String> {
             replicas.join(",")
         ));
     }
+    for (node, point) in state.slowed.keys() {
+        left.push(format!("the delay at {point} on {node} is still armed"));
+    }
     left
 }
 
