@@ -19,7 +19,7 @@
 //! figure says how many were left out. Linear in the history otherwise: a million ops
 //! take well under a second.
 
-use checkers::linear::{LinearReport, ZoneConflict};
+use checkers::linear::LinearReport;
 use history::{History, Outcome, Process};
 use maud::{html, Markup};
 use serde::Deserialize;
@@ -73,19 +73,23 @@ struct Failure {
     partials: Vec<(u64, usize)>,
     /// Whether `partials` lists every op of the partition.
     partials_complete: bool,
-    /// The zone check's finding, when it found the failure.
-    conflict: Option<ZoneConflict>,
+}
+
+/// The linearizable checker's report in `report` (the report itself, or the checker's
+/// result `{"verdict", "report": {...}}`).
+pub(crate) fn linear_report(report: &Value) -> Option<LinearReport> {
+    LinearReport::deserialize(report).ok().or_else(|| {
+        checkers::CheckerResult::deserialize(report)
+            .ok()?
+            .linear_report()
+    })
 }
 
 impl Failure {
     /// `None` when the report shows no failure. Accepts the checker's result as well
     /// (`{"verdict", "report": {...}}`).
     fn parse(report: &Value) -> Option<Failure> {
-        let report = LinearReport::deserialize(report).ok().or_else(|| {
-            checkers::CheckerResult::deserialize(report)
-                .ok()?
-                .linear_report()
-        })?;
+        let report = linear_report(report)?;
         let failure = report.failure?;
         Some(Failure {
             model: report.model.name().to_string(),
@@ -99,7 +103,6 @@ impl Failure {
                 .map(|p| (p.op, p.len()))
                 .collect(),
             partials_complete: failure.partials_omitted == 0,
-            conflict: failure.conflict,
         })
     }
 
@@ -454,19 +457,11 @@ impl OpBox {
     }
 }
 
-/// The drawing of a linearization failure from the `linearizable` checker's report
-/// (as in `results.json`), or `None` when the report shows no failure.
+/// The drawing of a linearization failure the search found, from the `linearizable`
+/// checker's report (as in `results.json`), or `None` when the report shows no failure.
+/// A failure the zone check found is drawn by [`crate::zones::draw_report`].
 pub fn draw(history: &history::History, report: &serde_json::Value) -> Option<maud::Markup> {
     let failure = Failure::parse(report)?;
-    if let Some(conflict) = &failure.conflict {
-        return Some(crate::zones::draw(
-            history,
-            failure.key.as_deref(),
-            &failure.description,
-            conflict,
-            &failure.model,
-        ));
-    }
     let ops = key_ops(history, &failure);
     let prefix_len = failure.prefix.len();
     let unplaced = ops.iter().position(|op| op.index == failure.unplaced);
@@ -1352,7 +1347,6 @@ mod tests {
             description: format!("... (1 ops; state then: {state})"),
             partials: Vec::new(),
             partials_complete: true,
-            conflict: None,
         };
         assert_eq!(
             caption(

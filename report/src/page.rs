@@ -322,7 +322,8 @@ fn linear_section(data: &RunData) -> Markup {
         return html! {};
     };
     let failure = result.linear_report().and_then(|report| report.failure);
-    let drawing = crate::linear::draw(&data.history, &result.report);
+    let drawing = crate::zones::draw_report(&data.history, &result.report)
+        .or_else(|| crate::linear::draw(&data.history, &result.report));
     html! {
         section #linear {
             h2 { "Why it is not linearizable" }

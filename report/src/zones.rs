@@ -9,8 +9,8 @@
 //! failed). At most a write and [`checkers::linear::MAX_READS_SHOWN`] reads per cluster.
 
 use crate::linear::{
-    axis_markup, duration, fit, labels, px, row_top, rows, Axis, IndexLookup, KeyOp, BOX_H,
-    BOX_TOP, CHAR_W, LEFT, MAX_LABEL, RIGHT,
+    axis_markup, duration, fit, labels, linear_report, px, row_top, rows, Axis, IndexLookup, KeyOp,
+    BOX_H, BOX_TOP, CHAR_W, LEFT, MAX_LABEL, RIGHT,
 };
 use checkers::linear::{ClusterZone, ZoneConflict};
 use history::{History, Outcome};
@@ -113,7 +113,22 @@ fn locate(history: &History, wanted: &[(u64, usize)]) -> Vec<(KeyOp, usize)> {
 }
 
 /// The drawing of a zone check's failure, with its caption.
-pub(crate) fn draw(
+/// The drawing of a failure the zone check found, from the `linearizable` checker's
+/// report (as in `results.json`); `None` when the report shows no such failure.
+pub fn draw_report(history: &History, report: &serde_json::Value) -> Option<Markup> {
+    let report = linear_report(report)?;
+    let failure = report.failure?;
+    let conflict = failure.conflict.as_ref()?;
+    Some(draw(
+        history,
+        failure.key.as_deref(),
+        &failure.unplaced_description,
+        conflict,
+        report.model.name(),
+    ))
+}
+
+fn draw(
     history: &History,
     key: Option<&str>,
     description: &str,
@@ -289,9 +304,7 @@ mod tests {
         ]);
         let report = report(&history);
         assert_eq!(report["failure"]["algorithm"], "zones");
-        let html = crate::linear::draw(&history, &report)
-            .unwrap()
-            .into_string();
+        let html = draw_report(&history, &report).unwrap().into_string();
         assert!(
             html.contains(
                 "found by the zone check: the write of op 2 (process 1 write key &quot;k&quot; \
@@ -359,9 +372,7 @@ mod tests {
         let report = report(&history);
         assert_eq!(report["failure"]["conflict"]["kind"], "unwritten-read");
         assert_eq!(report["failure"]["conflict"]["failed_write"], 0);
-        let html = crate::linear::draw(&history, &report)
-            .unwrap()
-            .into_string();
+        let html = draw_report(&history, &report).unwrap().into_string();
         assert!(!html.contains("<b>"), "{html}");
         assert!(
             html.contains("the only write of it (op 0) failed"),
