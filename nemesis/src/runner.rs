@@ -26,7 +26,7 @@
 //! | `f` | invoke | completion adds |
 //! |---|---|---|
 //! | `kill` | `wipe` | `nodes`, `wipe_on_start`, `pids` (`node → pid`, `null` when not running), `errors` |
-//! | `start` | | `nodes`, `pids`, `errors`; with a wipe `waited_deregistration_ms`, `wiped`, `deregistration_timeout` |
+//! | `start` | | `nodes`, `pids`, `errors`; with a wipe `waited_deregistration_ms`, `wiped`, `deregistration_timeout`, `wipe_skipped_in_sync` (node → the partitions whose ISR still names it) |
 //! | `pause` | | `nodes`, `skipped_killed`, `pids`, `errors` |
 //! | `resume` | | `nodes`, `pids`, `errors` |
 //! | `start-partition` | `shape` | `grudge` (`node → nodes it drops`), `ports` |
@@ -117,6 +117,31 @@ impl NemesisSummary {
             *self.errors.entry(f).or_default() += n;
         }
     }
+}
+
+/// What a `start` found before wiping a killed node's data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum WipeCheck {
+    /// Deregistered and in no partition's ISR: its data may go.
+    Safe,
+    /// Still registered when the wait ran out: restarted without the wipe.
+    StillRegistered,
+    /// Deregistered, but still in the ISR of these partitions (`topic/partition`): the
+    /// last member of an ISR whose other members died stays in it (Kafka keeps it, as it
+    /// may hold the only copy of committed records). Wiping it would lose acknowledged
+    /// writes in any replicated log, a loss of the harness's making, so it restarts
+    /// with its data.
+    LastInSync(Vec<String>),
+}
+
+/// The partitions (`topic/partition`) whose ISR still names `node`.
+fn in_sync_replicas_of(roles: &Roles, node: &str) -> Vec<String> {
+    roles
+        .partitions
+        .iter()
+        .filter(|p| p.isr.iter().any(|member| member == node))
+        .map(|p| p.key())
+        .collect()
 }
 
 /// How a `start` of a node whose data is to be wiped waits for the controller to
@@ -631,19 +656,25 @@ impl Worker {
         error
     }
 
-    /// Waits until `node` is not a registered broker, within the limit; whether it left,
-    /// and how long the wait took.
-    async fn await_deregistration(&self, node: &str) -> (bool, Duration) {
+    /// Waits until `node` is not a registered broker, within the limit; what the wait
+    /// found, and how long it took.
+    async fn await_deregistration(&self, node: &str) -> (WipeCheck, Duration) {
         let began = Instant::now();
         loop {
             if let Some(roles) = self.control.roles().await {
                 if !roles.registered.contains(node) {
-                    return (true, began.elapsed());
+                    let in_sync = in_sync_replicas_of(&roles, node);
+                    let check = if in_sync.is_empty() {
+                        WipeCheck::Safe
+                    } else {
+                        WipeCheck::LastInSync(in_sync)
+                    };
+                    return (check, began.elapsed());
                 }
             }
             let waited = began.elapsed();
             if waited >= self.deregistration.limit {
-                return (false, waited);
+                return (WipeCheck::StillRegistered, waited);
             }
             let left = self.deregistration.limit.saturating_sub(waited);
             tokio::time::sleep(self.deregistration.poll.min(left)).await;
@@ -688,15 +719,24 @@ impl Worker {
         let mut waited = Map::new();
         let mut wiped = Vec::new();
         let mut timeouts = Vec::new();
+        let mut kept = Map::new();
         for (node, wipe) in &killed {
             let mut wipe_now = *wipe;
             if *wipe {
-                let (gone, took) = self.await_deregistration(node).await;
+                let (check, took) = self.await_deregistration(node).await;
                 waited.insert(node.clone(), json!(took.as_millis() as u64));
-                if !gone {
-                    tracing::warn!(%node, ?took, "still registered: restarting without the wipe");
-                    timeouts.push(node.clone());
-                    wipe_now = false;
+                match check {
+                    WipeCheck::Safe => {}
+                    WipeCheck::StillRegistered => {
+                        tracing::warn!(%node, ?took, "still registered: restarting without the wipe");
+                        timeouts.push(node.clone());
+                        wipe_now = false;
+                    }
+                    WipeCheck::LastInSync(partitions) => {
+                        tracing::info!(%node, ?partitions, "still in an ISR: restarting without the wipe");
+                        kept.insert(node.clone(), json!(partitions));
+                        wipe_now = false;
+                    }
                 }
             }
             match self.control.start(node, wipe_now).await {
@@ -719,6 +759,9 @@ impl Worker {
         }
         if !timeouts.is_empty() {
             value.insert("deregistration_timeout".into(), json!(timeouts));
+        }
+        if !kept.is_empty() {
+            value.insert("wipe_skipped_in_sync".into(), Value::Object(kept));
         }
         let error = failures("start", &errors);
         if !errors.is_empty() {

@@ -39,6 +39,9 @@ struct Cluster {
     /// When each killed node was killed: it stays registered for `deregistration`.
     killed_at: BTreeMap<String, Instant>,
     deregistration: Duration,
+    /// Nodes every ISR keeps naming while they are down (the last member of an ISR
+    /// whose other members died).
+    kept_in_isr: BTreeSet<String>,
     controller: Option<String>,
     meta_leader: Option<String>,
     partitions: Vec<FakePartition>,
@@ -202,7 +205,9 @@ impl ClusterControl for FakeControl {
                     let isr: Vec<String> = p
                         .replicas
                         .iter()
-                        .filter(|n| cluster.running.contains_key(*n))
+                        .filter(|n| {
+                            cluster.running.contains_key(*n) || cluster.kept_in_isr.contains(*n)
+                        })
                         .cloned()
                         .collect();
                     let leader = if isr.contains(&p.leader) {
@@ -968,6 +973,33 @@ async fn a_wipe_waits_for_deregistration() {
         op.value
     );
     assert_eq!(op.value["wiped"], json!(["n2"]));
+    assert!(nemesis.state().is_healed());
+}
+
+#[tokio::test]
+async fn a_node_an_isr_still_names_is_restarted_with_its_data() {
+    let control = FakeControl::new();
+    control.cluster().deregistration = Duration::from_millis(50);
+    control.cluster().kept_in_isr.insert("n4".into());
+    let journal = FakeJournal::new();
+    let nemesis = nemesis(&control, &journal);
+    nemesis.execute(&kill(&["n4"], true)).await.unwrap();
+    nemesis
+        .execute(&step(PackageKind::Kill, Action::Start, 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        control.cluster().starts,
+        vec![("n4".into(), false, false)],
+        "deregistered, but no wipe: the ISR of t/1 and u/0 still names it"
+    );
+    let op = last(&journal);
+    assert_eq!(op.error, None);
+    assert_eq!(op.value["wiped"], json!([]));
+    assert_eq!(
+        op.value["wipe_skipped_in_sync"],
+        json!({"n4": ["t/1", "u/0"]})
+    );
     assert!(nemesis.state().is_healed());
 }
 
