@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nemesis::schedule::{Schedule, ScheduleOptions};
+use nemesis::slow::Delay;
 use nemesis::{
     Action, AdminAction, AdminKind, BoxFuture, ClusterControl, ControlError, DeregistrationWait,
     Grudge, Journal, JournalError, Nemesis, NemesisOptions, PackageKind, PartitionRoles, Ports,
@@ -39,6 +40,8 @@ struct Cluster {
     /// When each killed node was killed: it stays registered for `deregistration`.
     killed_at: BTreeMap<String, Instant>,
     deregistration: Duration,
+    /// Armed failpoints: (node, point) → actions.
+    failpoints: BTreeMap<(String, String), String>,
     /// Nodes every ISR keeps naming while they are down (the last member of an ISR
     /// whose other members died).
     kept_in_isr: BTreeSet<String>,
@@ -139,6 +142,11 @@ impl FakeControl {
         );
         assert!(cluster.paused.is_empty(), "paused: {:?}", cluster.paused);
         assert!(cluster.cuts.is_empty(), "cuts: {:?}", cluster.cuts);
+        assert!(
+            cluster.failpoints.is_empty(),
+            "failpoints: {:?}",
+            cluster.failpoints
+        );
         let assignment: Vec<Vec<String>> = cluster
             .partitions
             .iter()
@@ -247,6 +255,10 @@ impl ClusterControl for FakeControl {
             let mut cluster = self.cluster();
             cluster.calls.push(format!("kill {node}"));
             cluster.paused.remove(node);
+            // A broker's failpoints live in its process.
+            cluster
+                .failpoints
+                .retain(|(armed_on, _), _| armed_on != node);
             let pid = cluster.running.remove(node);
             if pid.is_some() {
                 cluster.killed_at.insert(node.into(), Instant::now());
@@ -386,6 +398,31 @@ impl ClusterControl for FakeControl {
                     Ok(json!({"replicas": replicas}))
                 }
             }
+        })
+    }
+
+    fn failpoint<'a>(
+        &'a self,
+        node: &'a str,
+        point: &'a str,
+        actions: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Value, ControlError>> {
+        Box::pin(async move {
+            self.enter("failpoint", node).await?;
+            let mut cluster = self.cluster();
+            if !cluster.running.contains_key(node) {
+                return Err(ControlError(format!("{node} does not answer")));
+            }
+            let key = (node.to_string(), point.to_string());
+            match actions {
+                Some(actions) => {
+                    cluster.failpoints.insert(key, actions.to_string());
+                }
+                None => {
+                    cluster.failpoints.remove(&key);
+                }
+            }
+            Ok(json!({"name": point}))
         })
     }
 }
@@ -1147,11 +1184,26 @@ async fn heal_all_heals_everything_after_a_random_run() {
     if nemesis.state().reassigned.is_empty() {
         nemesis.execute(&reassign).await.unwrap();
     }
+    let slow = Action::Slow {
+        target: nodes_target(&[alive[2]]),
+        delays: vec![Delay {
+            point: "leader_fetch_response".into(),
+            delay_ms: 500,
+            percent: 100,
+        }],
+    };
+    nemesis
+        .execute(&step(PackageKind::Slow, slow, 6))
+        .await
+        .unwrap();
     // A node stopped behind the nemesis's back.
     control.cluster().paused.insert(alive[2].to_string());
     let broken = nemesis.state();
     assert!(
-        !broken.killed.is_empty() && !broken.paused.is_empty() && !broken.reassigned.is_empty()
+        !broken.killed.is_empty()
+            && !broken.paused.is_empty()
+            && !broken.reassigned.is_empty()
+            && !broken.slowed.is_empty()
     );
     assert!(!control.cluster().cuts.is_empty());
     let before = journal.ops().len();
@@ -1167,12 +1219,13 @@ async fn heal_all_heals_everything_after_a_random_run() {
         BTreeSet::from([
             "stop-partition",
             "stop-partition-ports",
+            "stop-slow",
             "resume",
             "start",
             "reassign"
         ])
     );
-    assert_eq!(healing.len(), 4 + broken.reassigned.len());
+    assert_eq!(healing.len(), 5 + broken.reassigned.len());
     for op in &healing {
         assert_eq!(op.invoke["final"], json!(true), "{op:?}");
         assert_eq!(op.error, None, "{op:?}");
@@ -1816,14 +1869,28 @@ async fn scripted_actions_act_on_exactly_what_they_name() {
         actions: Some("pause".into()),
     };
     let (_, error) = nemesis
-        .execute_checked(&step(PackageKind::Admin, arm, 6))
+        .execute_checked(&step(PackageKind::Admin, arm.clone(), 6))
         .await
         .unwrap();
     let op = last(&journal);
     assert_eq!(op.f, "failpoint");
     assert_eq!(op.invoke["point"], json!("before_isr_write"));
     assert_eq!(op.invoke["actions"], json!("pause"));
-    let error = error.expect("the fake control has no failpoints");
-    assert!(error.contains("no failpoints"), "{error}");
-    assert_eq!(op.error.as_deref(), Some(error.as_str()));
+    assert_eq!(error, None);
+    let armed = ("n2".to_string(), "before_isr_write".to_string());
+    assert_eq!(
+        control.cluster().failpoints.get(&armed).map(String::as_str),
+        Some("pause")
+    );
+    // A failpoint request that fails is recorded with its error.
+    control
+        .cluster()
+        .failing
+        .insert(("failpoint".into(), "n2".into()));
+    let (_, error) = nemesis
+        .execute_checked(&step(PackageKind::Admin, arm, 7))
+        .await
+        .unwrap();
+    let error = error.expect("the failpoint request fails");
+    assert_eq!(last(&journal).error.as_deref(), Some(error.as_str()));
 }
