@@ -114,6 +114,16 @@ pub struct DetectSeed {
     pub run_id: Option<String>,
     /// Its anomaly kinds.
     pub anomalies: Vec<String>,
+    /// The seed of the run that found it (the seed above is the search's).
+    #[serde(default)]
+    pub run_seed: Option<u64>,
+    /// The faults the nemesis made in that run: its operations by `f`, with counts
+    /// (`kill ×3`, `start-slow ×2`, ...).
+    #[serde(default)]
+    pub faults: Vec<String>,
+    /// The command that runs that test again.
+    #[serde(default)]
+    pub command: Option<String>,
 }
 
 /// `--detect`: one bug switch over every seed.
@@ -695,7 +705,7 @@ fn detect_section(summary: &NightlySummary) -> Markup {
             @for result in &summary.detect {
                 h3 id={ "detect-" (result.bug) } { (result.bug) }
                 table {
-                    thead { tr { th { "seed" } th { "found" } th { "time" } th { "runs" } th { "anomalies" } th { "run" } } }
+                    thead { tr { th { "seed" } th { "found" } th { "time" } th { "runs" } th { "anomalies" } th { "run" } th { "its seed" } th { "its faults" } th { "run it again" } } }
                     tbody {
                         @for seed in &result.seeds {
                             tr data-found=(seed.found) {
@@ -708,6 +718,9 @@ fn detect_section(summary: &NightlySummary) -> Markup {
                                 td.n { (seed.runs) }
                                 td { (seed.anomalies.join(", ")) }
                                 td { @if let Some(id) = &seed.run_id { a href=(row_href(id)) { (id) } } }
+                                td { @if let Some(run_seed) = seed.run_seed { code { (run_seed) } } }
+                                td.faults { (seed.faults.join(", ")) }
+                                td { @if let Some(command) = &seed.command { code.command { (command) } } }
                             }
                         }
                     }
@@ -1095,6 +1108,13 @@ mod tests {
             } else {
                 Vec::new()
             },
+            run_seed: found.then_some(seed + 1000),
+            faults: if found {
+                vec!["kill ×2".into(), "start-slow ×1".into()]
+            } else {
+                Vec::new()
+            },
+            command: found.then(|| format!("harness test --seed {} --bug KAFKA-7128", seed + 1000)),
         }
     }
 
@@ -1495,6 +1515,16 @@ mod tests {
         let table = page.find("Time to detect").expect("the table");
         let runs = page.find(r#"id="runs-section""#).expect("the runs");
         assert!(table < runs, "a detection night shows its table first");
+        // The run that caught a switch: its seed, its faults and how to run it again.
+        let caught = summary.detect[0]
+            .seeds
+            .iter()
+            .find(|s| s.found)
+            .expect("a find");
+        let run_seed = caught.run_seed.expect("its seed").to_string();
+        assert!(page[table..runs].contains(&format!("<code>{run_seed}</code>")));
+        assert!(page[table..runs].contains("kill ×2, start-slow ×1"));
+        assert!(page[table..runs].contains(&format!("harness test --seed {run_seed}")));
         summary.detect.truncate(1);
         let page = render_html(&summary, &compare(None, &summary), None, Path::new("/s"));
         assert!(

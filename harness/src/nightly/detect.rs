@@ -8,11 +8,13 @@
 //! A cell starts only while its shortest client phase fits in what is left of the
 //! seed's limit and of the night's budget.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
 use report::nightly::{detect_median, DetectResult, DetectSeed, Status};
 use rng::Rng;
+use spec::RunFolder;
 
 use super::args::NightlyArgs;
 use super::cells::run_cell;
@@ -59,6 +61,9 @@ pub fn run(
                 runs: 0,
                 run_id: None,
                 anomalies: Vec::new(),
+                run_seed: None,
+                faults: Vec::new(),
+                command: None,
             };
             loop {
                 let left =
@@ -88,6 +93,9 @@ pub fn run(
                     result.found = true;
                     result.run_id = Some(id);
                     result.anomalies = run.anomalies.keys().cloned().collect();
+                    result.run_seed = run.seed;
+                    result.command = Some(run.command.clone());
+                    result.faults = run.run_dir.as_deref().map(faults_of).unwrap_or_default();
                 }
                 night.add(run)?;
                 if flagged {
@@ -116,6 +124,20 @@ pub fn run(
     }
     print_table(&night.summary.detect);
     Ok(())
+}
+
+/// The nemesis operations of a stored run by `f`, with counts (`kill ×3`), from its
+/// `stats.json`; none when it cannot be read.
+fn faults_of(run_dir: &Path) -> Vec<String> {
+    let stats = RunFolder::open(run_dir).read_stats().ok().flatten();
+    let Some(tally) = stats.and_then(|s| s.nemesis) else {
+        return Vec::new();
+    };
+    tally
+        .by_f
+        .iter()
+        .map(|(f, count)| format!("{f} ×{count}"))
+        .collect()
 }
 
 fn print_table(results: &[DetectResult]) {
