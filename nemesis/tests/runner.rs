@@ -525,6 +525,7 @@ fn options(
             targets,
             wipe,
         },
+        swarm: None,
     }
 }
 
@@ -1056,13 +1057,13 @@ async fn heal_all_heals_everything_after_a_random_run() {
     let control = FakeControl::with_latency(Duration::from_millis(1));
     control.cluster().deregistration = Duration::from_millis(30);
     let journal = FakeJournal::new();
-    let opts = options(
-        &PackageKind::ALL,
-        99,
-        Duration::from_millis(5),
-        Vec::new(),
-        true,
-    );
+    // `aimed` keeps its own pace (its first strike comes 0.5 s or more after the start):
+    // its heal is tested below.
+    let packages: Vec<PackageKind> = PackageKind::ALL
+        .into_iter()
+        .filter(|p| *p != PackageKind::Aimed)
+        .collect();
+    let opts = options(&packages, 99, Duration::from_millis(5), Vec::new(), true);
     let nemesis = Nemesis::new(opts, control.clone(), journal.clone()).with_deregistration_wait(
         DeregistrationWait {
             poll: Duration::from_millis(10),
@@ -1130,20 +1131,29 @@ async fn heal_all_heals_everything_after_a_random_run() {
     control.assert_healed();
     let healing: Vec<Op> = journal.ops().split_off(before);
     let fs: BTreeSet<&str> = healing.iter().map(|op| op.f.as_str()).collect();
+    // The slow package's last step may have been a start (this fake has no failpoints:
+    // its arming failed, but may have landed, so it is released at the heal) or a stop.
+    let slow_left = !broken.slowed.is_empty();
+    let mut expected = BTreeSet::from([
+        "stop-partition",
+        "stop-partition-ports",
+        "resume",
+        "start",
+        "reassign",
+    ]);
+    if slow_left {
+        expected.insert("stop-slow");
+    }
+    assert_eq!(fs, expected);
     assert_eq!(
-        fs,
-        BTreeSet::from([
-            "stop-partition",
-            "stop-partition-ports",
-            "resume",
-            "start",
-            "reassign"
-        ])
+        healing.len(),
+        4 + usize::from(slow_left) + broken.reassigned.len()
     );
-    assert_eq!(healing.len(), 4 + broken.reassigned.len());
     for op in &healing {
         assert_eq!(op.invoke["final"], json!(true), "{op:?}");
-        assert_eq!(op.error, None, "{op:?}");
+        if op.f != "stop-slow" {
+            assert_eq!(op.error, None, "{op:?}");
+        }
     }
     let start = healing.iter().find(|op| op.f == "start").unwrap();
     assert_eq!(
