@@ -45,6 +45,10 @@ pub const LONG_HOLD_CHANCE: f64 = 0.2;
 /// How long after the controller's cut its admin request is sent: 0–8 s, so that some
 /// arrive before and some after its metadata session expired (6 s by default).
 pub const REQUEST_AFTER_MS: (u64, u64) = (0, 8_000);
+/// How long a controller cut's strike waits for its admin request's answer (the request
+/// is not withdrawn: the broker may still carry it out), so that a request stuck behind
+/// the cut does not hold the package for the driver's whole retry budget.
+pub const REQUEST_WAIT: Duration = Duration::from_secs(4);
 
 /// What a strike does to the node it aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -1549,12 +1549,21 @@ impl Worker {
             "request".into(),
             serde_json::to_value(&action).unwrap_or(Value::Null),
         );
-        match self.control.admin(&action).await {
-            Ok(answer) => {
+        match tokio::time::timeout(aimed::REQUEST_WAIT, self.control.admin(&action)).await {
+            Ok(Ok(answer)) => {
                 value.insert("answer".into(), answer);
             }
-            Err(error) => {
+            Ok(Err(error)) => {
                 value.insert("request_error".into(), json!(error.0));
+            }
+            Err(_) => {
+                value.insert(
+                    "request_error".into(),
+                    json!(format!(
+                        "no answer within {} ms (the request may still be handled)",
+                        aimed::REQUEST_WAIT.as_millis()
+                    )),
+                );
             }
         }
         None
@@ -1573,11 +1582,17 @@ impl Worker {
     ) -> Option<String> {
         let watch = Duration::from_millis(watch_ms);
         let began = Instant::now();
-        let mut before = self.control.roles().await;
+        let left = |began: Instant| watch.saturating_sub(began.elapsed());
+        let mut before = tokio::time::timeout(watch, self.control.roles())
+            .await
+            .ok()
+            .flatten();
         let mut polls = 0u64;
-        while began.elapsed() < watch {
-            tokio::time::sleep(aimed::POLL).await;
-            let Some(now) = self.control.roles().await else {
+        while !left(began).is_zero() {
+            tokio::time::sleep(aimed::POLL.min(left(began))).await;
+            // A read that outlasts the watch (nodes down or paused) ends it.
+            let Ok(Some(now)) = tokio::time::timeout(left(began), self.control.roles()).await
+            else {
                 continue;
             };
             polls += 1;
@@ -1639,7 +1654,12 @@ impl Worker {
         let mut polls = 0u64;
         let mut answered = false;
         loop {
-            if let Some(roles) = self.control.roles().await {
+            let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
+            let roles = tokio::time::timeout(left, self.control.roles())
+                .await
+                .ok()
+                .flatten();
+            if let Some(roles) = roles {
                 polls += 1;
                 let asked: Vec<String> = {
                     let state = self.state();
@@ -1652,7 +1672,9 @@ impl Worker {
                 };
                 let mut views = BTreeMap::new();
                 for node in asked {
-                    if let Some(replicas) = self.control.replicas(&node).await {
+                    let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
+                    let replicas = tokio::time::timeout(left, self.control.replicas(&node));
+                    if let Ok(Some(replicas)) = replicas.await {
                         answered = true;
                         views.insert(node, replicas);
                     }
