@@ -12,7 +12,8 @@
 //!   `uncut` removes exactly those rules, `heal` every rule.
 //! - Admin and failpoints: through the system's [`sut::Api`], asking first the nodes
 //!   this control has neither killed nor paused.
-//! - Roles: [`sut::Api::roles`], every node asked at once.
+//! - Roles: [`sut::Api::roles`], every node asked at once; each node's replica views
+//!   (for the `aimed` package's high-watermark lags): [`sut::Api::replicas`].
 //!
 //! Architecture invariant: no shell. Commands on the nodes are argv lists; values never
 //! become part of a command string.
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use nemesis::{
     AdminAction, BoxFuture, ClusterControl, ControlError, Grudge, Journal, JournalError, Ports,
-    Roles,
+    ReplicaView, Roles,
 };
 use serde_json::Value;
 
@@ -315,6 +316,13 @@ impl ClusterControl for ClusterFaults {
                 .failpoint(node, point, actions)
                 .await
                 .map_err(|e| ControlError(e.0))
+        })
+    }
+
+    fn replicas<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<Vec<ReplicaView>>> {
+        Box::pin(async move {
+            self.known(node).ok()?;
+            self.cluster.api.replicas(node).await
         })
     }
 }

@@ -25,7 +25,8 @@ pub struct TestArgs {
     pub workload: workloads::WorkloadKind,
 
     /// Faults to inject: a comma-separated list of `kill`, `pause`, `partition`,
-    /// `partition-ports`, `admin` and `slow`; `all` for every one, `none` for none.
+    /// `partition-ports`, `admin`, `slow` and `aimed`; `all` for every one, `none` for
+    /// none.
     #[arg(long, default_value = "none", value_name = "LIST|all|none")]
     pub nemesis: String,
 
@@ -49,6 +50,17 @@ pub struct TestArgs {
     /// wiped (the metadata quorum's files are kept).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub nemesis_wipe: bool,
+
+    /// Swarm testing: cut the run into periods of this length (30s when given alone),
+    /// each drawing from the seed which packages act (a quarter of them calm) and which
+    /// delay points `slow` may arm; a package turned off has its fault stopped.
+    #[arg(
+        long,
+        value_name = "PERIOD",
+        num_args = 0..=1,
+        default_missing_value = "30s"
+    )]
+    pub nemesis_swarm: Option<String>,
 
     /// How long the clients run: `60` (seconds), `90s`, `2m`, `1m30s`.
     #[arg(
@@ -170,6 +182,10 @@ impl TestArgs {
                 targets
             }
         };
+        let swarm = match &self.nemesis_swarm {
+            Some(period) => Some(positive_duration("--nemesis-swarm", period)?),
+            None => None,
+        };
         let time_limit = positive_duration("--time-limit", &self.time_limit)?;
         let plan = Plan::Workload(WorkloadPlan {
             nodes: self.nodes,
@@ -179,6 +195,7 @@ impl TestArgs {
                 interval,
                 targets,
                 wipe: self.nemesis_wipe,
+                swarm,
             },
             time_limit,
             concurrency: self.concurrency,
@@ -317,8 +334,13 @@ mod tests {
                     Just(nodes),
                     1..=nodes,
                     targets(nodes),
-                    proptest::sample::subsequence(PackageKind::ALL.to_vec(), 0..=5),
-                    (duration(), duration(), any::<bool>()),
+                    proptest::sample::subsequence(PackageKind::ALL.to_vec(), 0..=7),
+                    (
+                        duration(),
+                        duration(),
+                        any::<bool>(),
+                        proptest::option::of(duration()),
+                    ),
                     (1usize..500, 0u32..100_000, 1u32..=1000),
                     (any::<u64>(), any::<bool>(), "[a-z][a-z0-9_-]{0,10}"),
                     (
@@ -338,7 +360,7 @@ mod tests {
                     replication_factor,
                     targets,
                     packages,
-                    (interval, time_limit, wipe),
+                    (interval, time_limit, wipe, swarm),
                     (concurrency, rate_tenths, partitions),
                     (seed, register, name),
                     (bugs, config),
@@ -364,6 +386,7 @@ mod tests {
                                 interval,
                                 targets,
                                 wipe,
+                                swarm,
                             },
                             time_limit,
                             concurrency,
@@ -405,6 +428,49 @@ mod tests {
              --nemesis-wipe true --time-limit 60s --concurrency 10 --rate 500 --partitions 4 \
              --replication-factor 3 --seed 1"
         );
+    }
+
+    #[test]
+    fn the_swarm_flag_takes_a_period_or_none() {
+        let argv = |extra: &[&str]| -> Vec<String> {
+            let mut argv = vec!["harness", "test", "--nemesis", "all"];
+            argv.extend(extra);
+            argv.push("--seed");
+            argv.push("3");
+            argv.into_iter().map(String::from).collect()
+        };
+        let swarm = |extra: &[&str]| -> Option<Duration> {
+            let spec = parse(&argv(extra)).expect("valid");
+            let Plan::Workload(plan) = spec.plan else {
+                panic!("a workload test");
+            };
+            plan.nemesis.swarm
+        };
+        assert_eq!(swarm(&[]), None);
+        assert_eq!(
+            swarm(&["--nemesis-swarm", "10s"]),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            swarm(&["--nemesis-swarm"]),
+            Some(Duration::from_secs(30)),
+            "alone: the default period"
+        );
+        assert_eq!(
+            swarm(&["--nemesis-swarm", "--time-limit", "40"]),
+            Some(Duration::from_secs(30)),
+            "alone before another flag"
+        );
+        let error = parse(&argv(&["--nemesis-swarm", "0s"])).expect_err("zero");
+        assert!(error.contains("--nemesis-swarm 0s"), "{error}");
+        let spec = parse(&argv(&["--nemesis-swarm", "1m"])).expect("valid");
+        assert!(
+            spec.command_line().contains("--nemesis-swarm 60s"),
+            "{}",
+            spec.command_line()
+        );
+        let plain = parse(&argv(&[])).expect("valid");
+        assert!(!plain.command_line().contains("swarm"));
     }
 
     #[test]

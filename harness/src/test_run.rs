@@ -172,6 +172,7 @@ fn nemesis_options(plan: &WorkloadPlan, seed: u64) -> NemesisOptions {
             targets: plan.nemesis.targets.clone(),
             wipe: plan.nemesis.wipe,
         },
+        swarm: plan.nemesis.swarm,
     }
 }
 

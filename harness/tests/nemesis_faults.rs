@@ -310,6 +310,7 @@ impl Rig {
                 targets: TargetSpec::defaults(),
                 wipe: false,
             },
+            swarm: None,
         };
         let nemesis = Nemesis::new(options, control.clone(), journal);
         let probe = Arc::new(Probe::new(Arc::clone(cluster)));

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::grudge::{Grudge, Ports};
 use crate::roles::Roles;
 
-pub use sut::{AdminAction, BoxFuture};
+pub use sut::{AdminAction, BoxFuture, ReplicaView};
 
 /// A failed action on the cluster, with a message that says what and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -77,6 +77,13 @@ pub trait ClusterControl: Send + Sync {
                 "{node}: this cluster has no failpoints"
             )))
         })
+    }
+
+    /// What `node` knows of each of its replicas (`sut::Api::replicas`); `None` when it
+    /// does not answer, or the cluster cannot tell (the default).
+    fn replicas<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<Vec<ReplicaView>>> {
+        let _ = node;
+        Box::pin(async { None })
     }
 }
 

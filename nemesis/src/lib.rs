@@ -10,7 +10,12 @@
 //! - [`grudge`]: network partitions as grudges (who drops whose packets) and the shapes:
 //!   halves, one, majority, majorities-ring, bridge, isolate-targets, explicit.
 //! - [`package`]: the fault packages (`kill`, `pause`, `partition`, `partition-ports`,
-//!   `admin`, `slow`): their `f` names, plot colour and label, and `--nemesis` parsing.
+//!   `admin`, `slow`, `aimed`): their `f` names, plot colour and label, and `--nemesis`
+//!   parsing.
+//! - [`aimed`]: faults aimed at roles and moments: the controller cut off while an admin
+//!   request is sent, a leader struck right after an ISR expansion or a leadership move,
+//!   a leader or follower struck while a follower's high watermark lags.
+//! - [`swarm`]: swarm testing: which packages each period of a run lets act.
 //! - [`slow`]: slow links as the broker's delay failpoints: the points a `slow` period
 //!   may arm and the draw of its delays.
 //! - [`schedule`]: the seeded, deterministic sequence of fault steps of each package
@@ -23,6 +28,7 @@
 //! Invariant: everything random is drawn from the test's seed, per package and per step,
 //! so that the same seed gives the same schedule whatever the cluster answered.
 
+pub mod aimed;
 pub mod control;
 pub mod grudge;
 pub mod package;
@@ -30,10 +36,12 @@ pub mod roles;
 pub mod runner;
 pub mod schedule;
 pub mod slow;
+pub mod swarm;
 pub mod target;
 
 pub use control::{
     AdminAction, BoxFuture, ClusterControl, ControlError, FaultValue, Journal, JournalError,
+    ReplicaView,
 };
 pub use grudge::{Grudge, Ports, Shape};
 pub use package::{PackageInfo, PackageKind};
@@ -41,4 +49,5 @@ pub use roles::{PartitionRoles, Roles};
 pub use runner::{DeregistrationWait, FaultState, Nemesis, NemesisOptions, NemesisSummary};
 pub use schedule::{Action, AdminKind, Step};
 pub use slow::Delay;
+pub use swarm::SwarmDraw;
 pub use target::{TargetError, TargetSpec};

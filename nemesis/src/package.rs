@@ -24,6 +24,11 @@ pub enum PackageKind {
     /// Slow links: delay failpoints (`return(<ms>)`) armed on the target's brokers for a
     /// period, then released ([`crate::slow`]).
     Slow,
+    /// Faults aimed at roles and moments ([`crate::aimed`]): the controller cut from the
+    /// metadata quorum while an admin request is sent, a leader struck right after an
+    /// ISR expansion or a leadership move, a leader or follower struck while a follower's
+    /// high watermark lags.
+    Aimed,
 }
 
 /// What the report and the history need to know of a package.
@@ -41,13 +46,14 @@ pub struct PackageInfo {
 }
 
 impl PackageKind {
-    pub const ALL: [PackageKind; 6] = [
+    pub const ALL: [PackageKind; 7] = [
         PackageKind::Kill,
         PackageKind::Pause,
         PackageKind::Partition,
         PackageKind::PartitionPorts,
         PackageKind::Admin,
         PackageKind::Slow,
+        PackageKind::Aimed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +103,13 @@ impl PackageKind {
                 colour: "#A0E9D9",
                 start: &["start-slow"],
                 stop: &["stop-slow"],
+            },
+            PackageKind::Aimed => PackageInfo {
+                name: "aimed",
+                label: "aimed",
+                colour: "#E9A0D6",
+                start: &["start-aimed"],
+                stop: &["stop-aimed"],
             },
         }
     }

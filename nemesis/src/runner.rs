@@ -50,11 +50,14 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::aimed::{self, Aim, CutRequest, LagTarget, Strike};
 use crate::control::{AdminAction, ClusterControl, Journal, JournalError};
 use crate::grudge::{Grudge, Ports, Shape};
 use crate::package::PackageKind;
 use crate::roles::Roles;
 use crate::schedule::{Action, AdminKind, Schedule, ScheduleOptions, Step};
+use crate::slow::Delay;
+use crate::swarm::SwarmDraw;
 use crate::target::{TargetError, TargetSpec};
 use rng::Rng;
 
@@ -63,6 +66,9 @@ use rng::Rng;
 pub struct NemesisOptions {
     pub packages: Vec<PackageKind>,
     pub schedule: ScheduleOptions,
+    /// Swarm testing ([`crate::swarm`]): the length of a period, each of which draws
+    /// which packages act; `None`: every package acts all the time.
+    pub swarm: Option<Duration>,
 }
 
 /// What is broken now.
@@ -79,6 +85,10 @@ pub struct FaultState {
     /// Failpoints the `slow` package armed, `(node, point)`, each with whether the broker
     /// confirmed it (`false`: the request failed, and may or may not have landed).
     pub slowed: BTreeMap<(String, String), bool>,
+    /// Those of [`FaultState::killed`] that an `aimed` strike killed.
+    pub aimed_killed: BTreeSet<String>,
+    /// Those of [`FaultState::paused`] that an `aimed` strike paused.
+    pub aimed_paused: BTreeSet<String>,
 }
 
 impl FaultState {
@@ -89,6 +99,46 @@ impl FaultState {
             && self.cuts.values().all(Vec::is_empty)
             && self.reassigned.is_empty()
             && self.slowed.is_empty()
+            && self.aimed_killed.is_empty()
+            && self.aimed_paused.is_empty()
+    }
+
+    /// Whether `package` has a fault in place that its stop step would undo: a kill or
+    /// pause of its own (the `aimed` package's kills and pauses are its own, not the
+    /// `kill` or `pause` package's), a cut, an armed delay. Admin faults are
+    /// instantaneous: never.
+    pub fn holds(&self, package: PackageKind) -> bool {
+        let cuts = self.cuts.get(&package).is_some_and(|cuts| !cuts.is_empty());
+        match package {
+            PackageKind::Kill => self
+                .killed
+                .keys()
+                .any(|node| !self.aimed_killed.contains(node)),
+            PackageKind::Pause => self
+                .paused
+                .iter()
+                .any(|node| !self.aimed_paused.contains(node)),
+            PackageKind::Partition | PackageKind::PartitionPorts => cuts,
+            PackageKind::Slow => !self.slowed.is_empty(),
+            PackageKind::Admin => false,
+            PackageKind::Aimed => {
+                cuts || !self.aimed_killed.is_empty() || !self.aimed_paused.is_empty()
+            }
+        }
+    }
+}
+
+/// The stop step that ends `package`'s fault (`None` for admin, whose faults are
+/// instantaneous).
+fn stop_action(package: PackageKind) -> Option<Action> {
+    match package {
+        PackageKind::Kill => Some(Action::Start),
+        PackageKind::Pause => Some(Action::Resume),
+        PackageKind::Partition => Some(Action::StopPartition),
+        PackageKind::PartitionPorts => Some(Action::StopPartitionPorts),
+        PackageKind::Slow => Some(Action::StopSlow),
+        PackageKind::Aimed => Some(Action::StopAim),
+        PackageKind::Admin => None,
     }
 }
 
@@ -218,14 +268,31 @@ impl Nemesis {
         let (abort_tx, abort_rx) = watch::channel(false);
         let packages: BTreeSet<PackageKind> = self.options.packages.iter().copied().collect();
         let mut tasks = JoinSet::new();
+        let mut summary = NemesisSummary::default();
+        let swarm = match self.options.swarm {
+            Some(period) => {
+                let swarm = Arc::new(Swarm::new(self.options.schedule.seed, period, &packages));
+                // Period 0 is drawn and recorded before any step.
+                summary.count(&self.worker.record_swarm(&swarm.current())?);
+                let worker = self.worker.clone();
+                let (shared, stop, abort) = (Arc::clone(&swarm), stop.clone(), abort_rx.clone());
+                tasks.spawn(async move { worker.run_swarm(shared, stop, abort).await });
+                Some(swarm)
+            }
+            None => None,
+        };
         for package in packages {
             let worker = self.worker.clone();
             let schedule = Schedule::new(package, self.options.schedule.clone());
             let stop = stop.clone();
             let abort = abort_rx.clone();
-            tasks.spawn(async move { worker.run_package(package, schedule, stop, abort).await });
+            let swarm = swarm.clone();
+            tasks.spawn(async move {
+                worker
+                    .run_package(package, schedule, swarm, stop, abort)
+                    .await
+            });
         }
-        let mut summary = NemesisSummary::default();
         let mut failure = None;
         while let Some(joined) = tasks.join_next().await {
             match joined {
@@ -288,6 +355,17 @@ impl Nemesis {
     pub async fn heal_all(&self) -> Result<FaultState, JournalError> {
         let worker = &self.worker;
         worker.heal_network().await?;
+
+        // The `aimed` package's own kills and pauses, as its stop (its cuts went with the
+        // network's heal), so that its last period is closed like every package's.
+        if worker.state().holds(PackageKind::Aimed) {
+            let mut value = worker.intent(PackageKind::Aimed, &Action::StopAim);
+            value.insert("final".into(), json!(true));
+            let f = Action::StopAim.f();
+            let token = worker.journal.invoke(f, Value::Object(value.clone()))?;
+            let error = worker.stop_aimed(&mut value).await;
+            worker.finish(token, f, value, error)?;
+        }
 
         if !worker.state().paused.is_empty() {
             let mut value = worker.intent(PackageKind::Pause, &Action::Resume);
@@ -361,6 +439,82 @@ struct Worker {
     journal: Arc<dyn Journal>,
     state: Arc<Mutex<FaultState>>,
     deregistration: DeregistrationWait,
+}
+
+/// The `f` of a swarm period's operation.
+pub const SWARM_F: &str = "swarm";
+
+/// What the package tasks of a swarm run share: the period of the moment and one turn
+/// per package (held while a step of the package runs, or its fault is stopped at a
+/// boundary).
+struct Swarm {
+    seed: u64,
+    period: Duration,
+    enabled: Vec<PackageKind>,
+    current: Mutex<SwarmDraw>,
+    turns: BTreeMap<PackageKind, tokio::sync::Mutex<()>>,
+}
+
+impl Swarm {
+    fn new(seed: u64, period: Duration, enabled: &BTreeSet<PackageKind>) -> Swarm {
+        let enabled: Vec<PackageKind> = enabled.iter().copied().collect();
+        Swarm {
+            seed,
+            period,
+            current: Mutex::new(SwarmDraw::draw(seed, 0, &enabled)),
+            turns: enabled
+                .iter()
+                .map(|package| (*package, tokio::sync::Mutex::new(())))
+                .collect(),
+            enabled,
+        }
+    }
+
+    fn current(&self) -> SwarmDraw {
+        match self.current.lock() {
+            Ok(draw) => draw.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, draw: SwarmDraw) {
+        match self.current.lock() {
+            Ok(mut current) => *current = draw,
+            Err(poisoned) => *poisoned.into_inner() = draw,
+        }
+    }
+
+    /// `package`'s turn (`None` for a package the swarm does not know: no turn to wait).
+    async fn turn(&self, package: PackageKind) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match self.turns.get(&package) {
+            Some(turn) => Some(turn.lock().await),
+            None => None,
+        }
+    }
+}
+
+/// `step` as a swarm period lets it run: a `start-slow` arms only the period's delay
+/// points — those of its own draw that are among them, or, when none is, a draw among
+/// them from the step's seed and the period.
+fn swarm_step(mut step: Step, draw: &SwarmDraw) -> Step {
+    if let Action::Slow { delays, .. } = &mut step.action {
+        if !draw.slow_points.is_empty() {
+            delays.retain(|delay| draw.slow_points.contains(&delay.point));
+            if delays.is_empty() {
+                let mut rng = Rng::derive(step.seed, "swarm-slow", draw.period);
+                *delays = Delay::draw_among(&mut rng, &draw.slow_points);
+            }
+        }
+    }
+    step
+}
+
+/// Sleeps until `deadline`; forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Returns once `receiver` says true or its sender is gone.
@@ -459,11 +613,13 @@ impl Worker {
         }
     }
 
-    /// One package's schedule, until `stop` or `abort`.
+    /// One package's schedule, until `stop` or `abort`; with a swarm, only the steps of
+    /// the periods in which the package is on.
     async fn run_package(
         self,
         package: PackageKind,
         schedule: Schedule,
+        swarm: Option<Arc<Swarm>>,
         mut stop: watch::Receiver<bool>,
         mut abort: watch::Receiver<bool>,
     ) -> Result<NemesisSummary, JournalError> {
@@ -475,8 +631,13 @@ impl Worker {
                 () = raised(&mut abort) => break,
                 () = tokio::time::sleep(step.delay) => {}
             }
-            let done = self.execute(&step).await?;
-            summary.count(&done);
+            let done = match &swarm {
+                None => Some(self.execute(&step).await?),
+                Some(swarm) => self.execute_swarmed(swarm, step).await?,
+            };
+            if let Some(done) = done {
+                summary.count(&done);
+            }
         }
         tracing::debug!(
             package = package.name(),
@@ -533,7 +694,14 @@ impl Worker {
             Action::Slow { delays, .. } => {
                 value.insert("delays".into(), json!(delays));
             }
-            Action::StopSlow
+            Action::Aim(aim) => {
+                value.insert(
+                    "aim".into(),
+                    serde_json::to_value(aim).unwrap_or(Value::Null),
+                );
+            }
+            Action::StopAim
+            | Action::StopSlow
             | Action::Start
             | Action::Pause { .. }
             | Action::Resume
@@ -562,8 +730,20 @@ impl Worker {
     }
 
     async fn execute(&self, step: &Step) -> Result<Completed, JournalError> {
+        self.execute_in(step, None).await
+    }
+
+    /// [`Worker::execute`], its values saying in which swarm period it ran.
+    async fn execute_in(
+        &self,
+        step: &Step,
+        swarm_period: Option<u64>,
+    ) -> Result<Completed, JournalError> {
         let f = step.action.f();
         let mut value = self.intent(step.package, &step.action);
+        if let Some(period) = swarm_period {
+            value.insert("swarm_period".into(), json!(period));
+        }
         let token = self.journal.invoke(f, Value::Object(value.clone()))?;
         let mut rng = Rng::new(step.seed);
         let error = match &step.action {
@@ -606,8 +786,96 @@ impl Worker {
                 self.slow(target, delays, &mut rng, &mut value).await
             }
             Action::StopSlow => self.release_slow(&mut value).await,
+            Action::Aim(aim) => self.aim(aim, &mut rng, &mut value).await,
+            Action::StopAim => self.stop_aimed(&mut value).await,
         };
         self.finish(token, f, value, error)
+    }
+
+    /// A step of a swarm run, when its package is on in the period of the moment (and,
+    /// for a stop step, has a fault to stop): taken in the package's turn, so that a
+    /// period's boundary never stops a fault while its start is under way. `None` when
+    /// skipped.
+    async fn execute_swarmed(
+        &self,
+        swarm: &Swarm,
+        step: Step,
+    ) -> Result<Option<Completed>, JournalError> {
+        let _turn = swarm.turn(step.package).await;
+        let draw = swarm.current();
+        if !draw.is_on(step.package) {
+            return Ok(None);
+        }
+        if step.action.is_stop() && !self.state().holds(step.package) {
+            return Ok(None);
+        }
+        let step = swarm_step(step, &draw);
+        Ok(Some(self.execute_in(&step, Some(draw.period)).await?))
+    }
+
+    /// The swarm's periods after the first, until `stop` or `abort`: at each boundary
+    /// the period's draw is made the current one and recorded, then every package that
+    /// is off in it and has a fault in place is stopped (in its turn), so that a calm
+    /// period is calm.
+    async fn run_swarm(
+        self,
+        swarm: Arc<Swarm>,
+        mut stop: watch::Receiver<bool>,
+        mut abort: watch::Receiver<bool>,
+    ) -> Result<NemesisSummary, JournalError> {
+        let mut summary = NemesisSummary::default();
+        let began = Instant::now();
+        let mut period = 0u64;
+        loop {
+            period += 1;
+            let offset = u32::try_from(period)
+                .ok()
+                .and_then(|n| swarm.period.checked_mul(n))
+                .unwrap_or(Duration::MAX);
+            let boundary = began.checked_add(offset);
+            tokio::select! {
+                biased;
+                () = raised(&mut stop) => break,
+                () = raised(&mut abort) => break,
+                () = sleep_until(boundary) => {}
+            }
+            // Recorded before it is in force: a step that runs on the previous draw
+            // meanwhile is one of a package on in that period (and stopped below if
+            // this period turns it off).
+            let draw = SwarmDraw::draw(swarm.seed, period, &swarm.enabled);
+            summary.count(&self.record_swarm(&draw)?);
+            swarm.set(draw.clone());
+            for package in &swarm.enabled {
+                if draw.is_on(*package) {
+                    continue;
+                }
+                let Some(action) = stop_action(*package) else {
+                    continue;
+                };
+                let _turn = swarm.turn(*package).await;
+                if !self.state().holds(*package) {
+                    continue;
+                }
+                let step = Step {
+                    package: *package,
+                    index: period,
+                    delay: Duration::ZERO,
+                    action,
+                    seed: 0,
+                };
+                summary.count(&self.execute_in(&step, Some(period)).await?);
+            }
+        }
+        Ok(summary)
+    }
+
+    /// Records a swarm period's draw: a `swarm` operation, its value the draw's.
+    fn record_swarm(&self, draw: &SwarmDraw) -> Result<Completed, JournalError> {
+        let Value::Object(value) = draw.value() else {
+            return Err(JournalError("a swarm draw is a JSON object".into()));
+        };
+        let token = self.journal.invoke(SWARM_F, Value::Object(value.clone()))?;
+        self.finish(token, SWARM_F, value, None)
     }
 
     /// SIGKILL the target's nodes; a lone node's data is wiped at its next start when
@@ -642,6 +910,7 @@ impl Worker {
                         state.killed.insert(node.clone(), true);
                     }
                     state.paused.remove(node);
+                    state.aimed_paused.remove(node);
                 }
                 Err(error) => {
                     errors.insert(node.clone(), json!(error.0));
@@ -745,7 +1014,9 @@ impl Worker {
                     if wipe_now {
                         wiped.push(node.clone());
                     }
-                    self.state().killed.remove(node);
+                    let mut state = self.state();
+                    state.killed.remove(node);
+                    state.aimed_killed.remove(node);
                 }
                 Err(error) => {
                     errors.insert(node.clone(), json!(error.0));
@@ -831,7 +1102,9 @@ impl Worker {
             match self.control.resume(node).await {
                 Ok(pid) => {
                     pids.insert(node.clone(), json!(pid));
-                    self.state().paused.remove(node);
+                    let mut state = self.state();
+                    state.paused.remove(node);
+                    state.aimed_paused.remove(node);
                 }
                 Err(error) => {
                     errors.insert(node.clone(), json!(error.0));
@@ -1222,6 +1495,396 @@ impl Worker {
         }
     }
 
+    /// One `aimed` strike: waits for its moment (within its watch), then strikes the
+    /// node it aimed at; the value says whom (`node`), how (`strike`), and why
+    /// (`trigger` and what showed it). No moment within the watch is a `no-target`.
+    async fn aim(
+        &self,
+        aim: &Aim,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        match *aim {
+            Aim::ControllerCut {
+                request,
+                request_after_ms,
+            } => {
+                self.controller_cut(request, request_after_ms, rng, value)
+                    .await
+            }
+            Aim::AfterChange { strike, watch_ms } => {
+                self.after_change(strike, watch_ms, rng, value).await
+            }
+            Aim::Lagging {
+                strike,
+                whom,
+                watch_ms,
+            } => self.on_lag(strike, whom, watch_ms, rng, value).await,
+        }
+    }
+
+    /// KAFKA-3083's shape: the controller's metadata port cut from every other node, then,
+    /// `request_after_ms` later and the cut still in place, an admin request. The
+    /// request's failure is recorded (`request_error`) but is not the step's: while the
+    /// controller is cut off, a failure is one of the outcomes aimed at.
+    async fn controller_cut(
+        &self,
+        request: CutRequest,
+        request_after_ms: u64,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let roles = self.roles().await;
+        value.insert("trigger".into(), json!("controller"));
+        let Some(controller) = roles.controller.clone() else {
+            return Some("no-target: no controller".into());
+        };
+        value.insert("node".into(), json!(controller));
+        value.insert("meta_leader".into(), json!(roles.meta_leader));
+        value.insert("controller_epoch".into(), json!(roles.controller_epoch));
+        value.insert(
+            "why".into(),
+            json!("the controller's metadata port is cut from the metadata quorum while an admin request is sent"),
+        );
+        let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller]));
+        if let Some(error) = self
+            .partition(
+                PackageKind::Aimed,
+                &shape,
+                Ports::Metadata,
+                false,
+                rng,
+                value,
+            )
+            .await
+        {
+            return Some(error);
+        }
+        tokio::time::sleep(Duration::from_millis(request_after_ms)).await;
+        let action = match request {
+            CutRequest::ElectPreferred => AdminAction::ElectPreferred,
+            CutRequest::TransferLeader => {
+                let roles = self.roles().await;
+                let candidates: Vec<(&crate::roles::PartitionRoles, Vec<&String>)> = roles
+                    .partitions
+                    .iter()
+                    .filter_map(|p| {
+                        let leader = p.leader.as_ref()?;
+                        let followers: Vec<&String> =
+                            p.isr.iter().filter(|node| *node != leader).collect();
+                        (!followers.is_empty()).then_some((p, followers))
+                    })
+                    .collect();
+                match rng.pick(&candidates) {
+                    Some((partition, followers)) => match rng.pick(followers) {
+                        Some(to) => AdminAction::TransferLeader {
+                            topic: partition.topic.clone(),
+                            partition: partition.partition,
+                            to: (*to).clone(),
+                        },
+                        None => AdminAction::ElectPreferred,
+                    },
+                    None => AdminAction::ElectPreferred,
+                }
+            }
+        };
+        value.insert(
+            "request".into(),
+            serde_json::to_value(&action).unwrap_or(Value::Null),
+        );
+        match tokio::time::timeout(aimed::REQUEST_WAIT, self.control.admin(&action)).await {
+            Ok(Ok(answer)) => {
+                value.insert("answer".into(), answer);
+            }
+            Ok(Err(error)) => {
+                value.insert("request_error".into(), json!(error.0));
+            }
+            Err(_) => {
+                value.insert(
+                    "request_error".into(),
+                    json!(format!(
+                        "no answer within {} ms (the request may still be handled)",
+                        aimed::REQUEST_WAIT.as_millis()
+                    )),
+                );
+            }
+        }
+        None
+    }
+
+    /// CrashTuner's moment: the roles read every [`aimed::POLL`] for `watch_ms`; the first
+    /// time a partition's ISR grew or its leadership moved since the read before, its
+    /// leader now is struck (one of the changed partitions, picked with `rng`; a leader
+    /// already killed or paused is passed over).
+    async fn after_change(
+        &self,
+        strike: Strike,
+        watch_ms: u64,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let watch = Duration::from_millis(watch_ms);
+        let began = Instant::now();
+        let left = |began: Instant| watch.saturating_sub(began.elapsed());
+        let mut before = tokio::time::timeout(watch, self.control.roles())
+            .await
+            .ok()
+            .flatten();
+        let mut polls = 0u64;
+        while !left(began).is_zero() {
+            tokio::time::sleep(aimed::POLL.min(left(began))).await;
+            // A read that outlasts the watch (nodes down or paused) ends it.
+            let Ok(Some(now)) = tokio::time::timeout(left(began), self.control.roles()).await
+            else {
+                continue;
+            };
+            polls += 1;
+            if let Some(before) = &before {
+                let found: Vec<aimed::Change> = {
+                    let state = self.state();
+                    aimed::changes(before, &now)
+                        .into_iter()
+                        .filter(|c| {
+                            !state.killed.contains_key(&c.leader)
+                                && !state.paused.contains(&c.leader)
+                        })
+                        .collect()
+                };
+                if let Some(change) = rng.pick(&found) {
+                    let change = change.clone();
+                    value.insert("trigger".into(), json!(change.trigger));
+                    value.insert(
+                        "why".into(),
+                        json!(format!(
+                            "{} of {}: strike its leader right after the metadata write",
+                            change.trigger, change.key
+                        )),
+                    );
+                    value.insert(
+                        "change".into(),
+                        serde_json::to_value(&change).unwrap_or(Value::Null),
+                    );
+                    value.insert(
+                        "waited_ms".into(),
+                        json!(began.elapsed().as_millis() as u64),
+                    );
+                    value.insert("polls".into(), json!(polls));
+                    return self.strike(&change.leader, strike, rng, value).await;
+                }
+            }
+            before = Some(now);
+        }
+        value.insert("polls".into(), json!(polls));
+        Some(format!(
+            "no-target: no ISR expansion or leadership move in {watch_ms} ms"
+        ))
+    }
+
+    /// CoFI's moment: every [`aimed::POLL`] for `watch_ms`, the roles and the replica
+    /// views of every node neither killed nor paused; the first time an in-sync
+    /// follower's high watermark is behind its leader's ([`aimed::lags`]), the leader or
+    /// that follower of the worst lag is struck.
+    async fn on_lag(
+        &self,
+        strike: Strike,
+        whom: LagTarget,
+        watch_ms: u64,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let watch = Duration::from_millis(watch_ms);
+        let began = Instant::now();
+        let mut polls = 0u64;
+        let mut answered = false;
+        loop {
+            let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
+            let roles = tokio::time::timeout(left, self.control.roles())
+                .await
+                .ok()
+                .flatten();
+            if let Some(roles) = roles {
+                polls += 1;
+                let asked: Vec<String> = {
+                    let state = self.state();
+                    roles
+                        .nodes
+                        .iter()
+                        .filter(|n| !state.killed.contains_key(*n) && !state.paused.contains(*n))
+                        .cloned()
+                        .collect()
+                };
+                let mut views = BTreeMap::new();
+                for node in asked {
+                    let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
+                    let replicas = tokio::time::timeout(left, self.control.replicas(&node));
+                    if let Ok(Some(replicas)) = replicas.await {
+                        answered = true;
+                        views.insert(node, replicas);
+                    }
+                }
+                let found = aimed::lags(&roles, &views);
+                if let Some(lag) = aimed::worst_lag(&found, rng) {
+                    let lag = lag.clone();
+                    let node = match whom {
+                        LagTarget::Leader => lag.leader.clone(),
+                        LagTarget::Follower => lag.follower.clone(),
+                    };
+                    value.insert("trigger".into(), json!("hw-lag"));
+                    value.insert(
+                        "why".into(),
+                        json!(format!(
+                            "{}'s high watermark of {} is {} behind its leader {}'s: strike the {}",
+                            lag.follower,
+                            lag.key,
+                            lag.by(),
+                            lag.leader,
+                            match whom {
+                                LagTarget::Leader => "leader",
+                                LagTarget::Follower => "follower",
+                            }
+                        )),
+                    );
+                    value.insert(
+                        "lag".into(),
+                        serde_json::to_value(&lag).unwrap_or(Value::Null),
+                    );
+                    value.insert(
+                        "waited_ms".into(),
+                        json!(began.elapsed().as_millis() as u64),
+                    );
+                    value.insert("polls".into(), json!(polls));
+                    return self.strike(&node, strike, rng, value).await;
+                }
+            }
+            if began.elapsed() >= watch {
+                break;
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        value.insert("polls".into(), json!(polls));
+        if answered {
+            Some(format!(
+                "no-target: no in-sync follower's high watermark behind its leader's in {watch_ms} ms"
+            ))
+        } else {
+            Some("no-target: no node showed its replica views".into())
+        }
+    }
+
+    /// Kills, pauses or isolates `node` as an `aimed` strike: entered in
+    /// [`FaultState`] (and as the `aimed` package's) before its command runs. A node
+    /// already killed (or, for a pause, paused) by any package is left alone.
+    async fn strike(
+        &self,
+        node: &str,
+        strike: Strike,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        value.insert("node".into(), json!(node));
+        value.insert("strike".into(), json!(strike.name()));
+        {
+            let state = self.state();
+            if state.killed.contains_key(node) {
+                return Some(format!("no-target: {node} is killed already"));
+            }
+            if strike == Strike::Pause && state.paused.contains(node) {
+                return Some(format!("no-target: {node} is paused already"));
+            }
+        }
+        match strike {
+            Strike::Kill => {
+                {
+                    let mut state = self.state();
+                    state.killed.insert(node.to_string(), false);
+                    state.aimed_killed.insert(node.to_string());
+                }
+                match self.control.kill(node).await {
+                    Ok(pid) => {
+                        value.insert("pid".into(), json!(pid));
+                        let mut state = self.state();
+                        state.paused.remove(node);
+                        state.aimed_paused.remove(node);
+                        None
+                    }
+                    Err(error) => Some(format!("kill failed on {node}: {error}")),
+                }
+            }
+            Strike::Pause => {
+                {
+                    let mut state = self.state();
+                    state.paused.insert(node.to_string());
+                    state.aimed_paused.insert(node.to_string());
+                }
+                match self.control.pause(node).await {
+                    Ok(pid) => {
+                        value.insert("pid".into(), json!(pid));
+                        None
+                    }
+                    Err(error) => Some(format!("pause failed on {node}: {error}")),
+                }
+            }
+            Strike::Isolate => {
+                let shape = Shape::Isolate(TargetSpec::Nodes(vec![node.to_string()]));
+                self.partition(PackageKind::Aimed, &shape, Ports::All, false, rng, value)
+                    .await
+            }
+        }
+    }
+
+    /// Undoes what the `aimed` package's strikes left: its cuts removed, its paused nodes
+    /// resumed, its killed nodes restarted (never wiped); each part's record under
+    /// `uncut`, `resume`, `start`.
+    async fn stop_aimed(&self, value: &mut Map<String, Value>) -> Option<String> {
+        let mut errors = Vec::new();
+        let cut = self
+            .state()
+            .cuts
+            .get(&PackageKind::Aimed)
+            .is_some_and(|cuts| !cuts.is_empty());
+        if cut {
+            let mut part = Map::new();
+            if let Some(error) = self.stop_cuts(PackageKind::Aimed, &mut part).await {
+                errors.push(error);
+            }
+            value.insert("uncut".into(), Value::Object(part));
+        }
+        let (paused, killed): (Vec<String>, Vec<String>) = {
+            let mut state = self.state();
+            let paused_now = state.paused.clone();
+            let killed_now: BTreeSet<String> = state.killed.keys().cloned().collect();
+            // Another package's start or resume may have undone some already.
+            state.aimed_paused.retain(|node| paused_now.contains(node));
+            state.aimed_killed.retain(|node| killed_now.contains(node));
+            (
+                state.aimed_paused.iter().cloned().collect(),
+                state.aimed_killed.iter().cloned().collect(),
+            )
+        };
+        if !paused.is_empty() {
+            let mut part = Map::new();
+            if let Some(error) = self.resume_paused(Some(&paused), &mut part).await {
+                errors.push(error);
+            }
+            value.insert("resume".into(), Value::Object(part));
+        }
+        if !killed.is_empty() {
+            let mut part = Map::new();
+            if let Some(error) = self.start_killed(Some(&killed), &mut part).await {
+                errors.push(error);
+            }
+            value.insert("start".into(), Value::Object(part));
+        }
+        let mut undone: Vec<String> = paused.into_iter().chain(killed).collect();
+        undone.sort();
+        value.insert("nodes".into(), json!(undone));
+        if errors.is_empty() {
+            None
+        } else {
+            Some(errors.join("; "))
+        }
+    }
+
     /// Removes every cut: recorded as each cutting package's stop operation when cuts
     /// were in place, silently otherwise.
     async fn heal_network(&self) -> Result<(), JournalError> {
@@ -1242,6 +1905,7 @@ impl Worker {
         for package in packages {
             let f = match package {
                 PackageKind::PartitionPorts => Action::StopPartitionPorts.f(),
+                PackageKind::Aimed => Action::StopAim.f(),
                 _ => Action::StopPartition.f(),
             };
             let mut value = Map::new();
@@ -1318,6 +1982,52 @@ mod tests {
             }
         }
         assert_eq!(one_way(&Grudge::default()), Grudge::default());
+    }
+
+    #[test]
+    fn a_swarm_period_limits_slow_to_its_points() {
+        let delay = |point: &str| Delay {
+            point: point.into(),
+            delay_ms: 300,
+            percent: 100,
+        };
+        let step = Step {
+            package: PackageKind::Slow,
+            index: 0,
+            delay: Duration::ZERO,
+            action: Action::Slow {
+                target: TargetSpec::One,
+                delays: vec![delay("before_isr_write"), delay("leader_fetch_response")],
+            },
+            seed: 12,
+        };
+        let draw = |points: &[&str]| SwarmDraw {
+            period: 3,
+            active: vec![PackageKind::Slow],
+            calm: false,
+            slow_points: points.iter().map(|p| p.to_string()).collect(),
+        };
+        let points = |step: &Step| match &step.action {
+            Action::Slow { delays, .. } => delays.iter().map(|d| d.point.clone()).collect(),
+            _ => Vec::new(),
+        };
+        // The step's own delays that the period allows.
+        let kept = swarm_step(step.clone(), &draw(&["leader_fetch_response", "x"]));
+        assert_eq!(points(&kept), vec!["leader_fetch_response".to_string()]);
+        // None allowed: a draw among the period's points, the same for the same seed.
+        let period = draw(&["controller_before_state_write"]);
+        let drawn = swarm_step(step.clone(), &period);
+        assert_eq!(
+            points(&drawn),
+            vec!["controller_before_state_write".to_string()]
+        );
+        assert_eq!(drawn, swarm_step(step.clone(), &period));
+        // Other actions pass unchanged.
+        let kill = Step {
+            action: Action::Start,
+            ..step
+        };
+        assert_eq!(swarm_step(kill.clone(), &period), kill);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::aimed::{self, Aim};
 use crate::grudge::{Ports, Shape};
 use crate::package::PackageKind;
 use crate::slow::Delay;
@@ -62,6 +63,12 @@ pub enum Action {
     },
     /// `stop-slow`: release every failpoint the `slow` package armed.
     StopSlow,
+    /// `start-aimed`: wait for the aim's moment, then strike the node holding its role
+    /// ([`crate::aimed`]).
+    Aim(Aim),
+    /// `stop-aimed`: undo what the `aimed` package's strikes left (restart, resume,
+    /// uncut).
+    StopAim,
     /// `start` of exactly these nodes (a scripted scenario's step): those the nemesis
     /// killed are started as [`Action::Start`] starts them (wiping once deregistered
     /// when their kill asked for it); others are started if not running.
@@ -98,6 +105,8 @@ impl Action {
             Action::Admin(AdminKind::Reassign) => "reassign",
             Action::Slow { .. } => "start-slow",
             Action::StopSlow => "stop-slow",
+            Action::Aim(_) => "start-aimed",
+            Action::StopAim => "stop-aimed",
             Action::StartNodes { .. } => "start",
             Action::ResumeNodes { .. } => "resume",
             Action::AdminRequest(request) => request.f(),
@@ -120,14 +129,29 @@ impl Action {
             }
             Action::Admin(_) | Action::AdminRequest(_) => Some("partitions".into()),
             Action::Failpoint { node, .. } => Some(node.clone()),
+            Action::Aim(aim) => Some(aim.target_name().into()),
             Action::Start
             | Action::Resume
             | Action::StopPartition
             | Action::StopPartitionPorts
             | Action::StopSlow
+            | Action::StopAim
             | Action::StartNodes { .. }
             | Action::ResumeNodes { .. } => None,
         }
+    }
+
+    /// Whether it ends a package's fault period (a random package's stop step).
+    pub fn is_stop(&self) -> bool {
+        matches!(
+            self,
+            Action::Start
+                | Action::Resume
+                | Action::StopPartition
+                | Action::StopPartitionPorts
+                | Action::StopSlow
+                | Action::StopAim
+        )
     }
 }
 
@@ -190,6 +214,9 @@ impl Schedule {
     /// - `slow`: a target picked uniformly from the targets, then the delays
     ///   ([`Delay::draw`]: which points, how long, how often).
     pub fn step(&self, index: u64) -> Step {
+        if self.package == PackageKind::Aimed {
+            return self.aimed_step(index);
+        }
         let options = &self.options;
         let mut rng = Rng::derive(options.seed, self.package.name(), index);
         let delay = uniform_delay(options.interval, rng.unit());
@@ -239,11 +266,43 @@ impl Schedule {
                 }
             }
             PackageKind::Slow => Action::StopSlow,
+            // Drawn by `aimed_step`.
+            PackageKind::Aimed if start => Action::Aim(Aim::draw(&mut rng)),
+            PackageKind::Aimed => Action::StopAim,
             PackageKind::Admin => Action::Admin(match rng.below(3) {
                 0 => AdminKind::TransferStorm,
                 1 => AdminKind::ElectPreferred,
                 _ => AdminKind::Reassign,
             }),
+        };
+        Step {
+            package: self.package,
+            index,
+            delay,
+            action,
+            seed,
+        }
+    }
+}
+
+impl Schedule {
+    /// A step of `aimed`, whose delays are its own (the interval does not scale them):
+    /// even steps strike ([`Aim::draw`]) after [`aimed::strike_gap`] (a burst's gap or a
+    /// calm), odd steps undo the strike before them after its [`aimed::hold`]. Drawn from
+    /// `Rng::derive(seed, "aimed", index)` in this order: the step's seed, then the
+    /// strike and its gap; an undo draws the hold of the strike before it (whose draw it
+    /// repeats) from its own stream.
+    fn aimed_step(&self, index: u64) -> Step {
+        let mut rng = Rng::derive(self.options.seed, self.package.name(), index);
+        let seed = rng.next_u64();
+        let (delay, action) = if index & 1 == 0 {
+            let aim = Aim::draw(&mut rng);
+            (aimed::strike_gap(&mut rng), Action::Aim(aim))
+        } else {
+            let mut before = Rng::derive(self.options.seed, self.package.name(), index - 1);
+            let _ = before.next_u64();
+            let aim = Aim::draw(&mut before);
+            (aimed::hold(&aim, &mut rng), Action::StopAim)
         };
         Step {
             package: self.package,
@@ -608,6 +667,42 @@ mod tests {
         assert_eq!(kinds.len(), 3, "{kinds:?}");
     }
 
+    #[test]
+    fn aimed_steps_alternate_strikes_and_undos_in_bursts() {
+        let all = steps(PackageKind::Aimed, options(31), 2000);
+        assert_eq!(all, steps(PackageKind::Aimed, options(31), 2000));
+        assert_ne!(all, steps(PackageKind::Aimed, options(32), 2000));
+        let mut aims = BTreeSet::new();
+        let mut calm = 0;
+        let mut cut_holds = Vec::new();
+        for (i, step) in all.iter().enumerate() {
+            match &step.action {
+                Action::Aim(aim) => {
+                    assert_eq!(i % 2, 0);
+                    aims.insert(aim.target_name());
+                    if step.delay >= Duration::from_secs(8) {
+                        calm += 1;
+                    } else {
+                        assert!(step.delay <= Duration::from_secs(3), "{step:?}");
+                    }
+                    if matches!(aim, Aim::ControllerCut { .. }) {
+                        cut_holds.push(all[i + 1].delay);
+                    }
+                }
+                Action::StopAim => assert_eq!(i % 2, 1),
+                other => panic!("not an aimed step: {other:?}"),
+            }
+        }
+        assert_eq!(aims.len(), 4, "{aims:?}");
+        let share = f64::from(calm) / 1000.0;
+        assert!((0.28..0.39).contains(&share), "calm {share}");
+        // A controller's cut is held 1–6 s after its request.
+        assert!(cut_holds
+            .iter()
+            .all(|d| (Duration::from_secs(1)..=Duration::from_secs(6)).contains(d)));
+        assert!(cut_holds.len() > 250, "{}", cut_holds.len());
+    }
+
     proptest! {
         #[test]
         fn the_iterator_follows_step_and_delays_stay_in_range(
@@ -622,7 +717,13 @@ mod tests {
                 let step = schedule.step(skip as u64);
                 let via_iter = Schedule::new(package, opts.clone()).nth(skip);
                 prop_assert_eq!(Some(step.clone()), via_iter);
-                prop_assert!(step.delay < 2 * interval || interval.is_zero());
+                if package == PackageKind::Aimed {
+                    // Its own gaps and holds: 0.5 s to 12 s whatever the interval.
+                    prop_assert!(step.delay >= Duration::from_millis(500));
+                    prop_assert!(step.delay <= Duration::from_secs(12));
+                } else {
+                    prop_assert!(step.delay < 2 * interval || interval.is_zero());
+                }
             }
         }
     }

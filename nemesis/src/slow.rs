@@ -65,8 +65,18 @@ impl Delay {
     /// 775 ms as above: short stalls are common, multi-second ones rarer) and a firing
     /// probability: every hit with chance ½, else one of [`PARTIAL_PERCENTS`].
     pub fn draw(rng: &mut Rng) -> Vec<Delay> {
+        Delay::draw_among(rng, DELAY_POINTS)
+    }
+
+    /// As [`Delay::draw`], among `points` only (a swarm period's points): one to
+    /// [`MAX_POINTS`] of them (never more than there are; none from an empty list), in
+    /// their order. `draw_among(rng, DELAY_POINTS)` is `draw(rng)`.
+    pub fn draw_among<S: AsRef<str>>(rng: &mut Rng, points: &[S]) -> Vec<Delay> {
+        if points.is_empty() {
+            return Vec::new();
+        }
         let count = rng.between(1, MAX_POINTS) as usize;
-        let mut order: Vec<usize> = (0..DELAY_POINTS.len()).collect();
+        let mut order: Vec<usize> = (0..points.len()).collect();
         rng.shuffle(&mut order);
         let mut chosen: Vec<usize> = order.into_iter().take(count).collect();
         chosen.sort_unstable();
@@ -80,7 +90,7 @@ impl Delay {
                     rng.pick(PARTIAL_PERCENTS).copied().unwrap_or(100)
                 };
                 Delay {
-                    point: DELAY_POINTS[at].to_string(),
+                    point: points[at].as_ref().to_string(),
                     delay_ms,
                     percent,
                 }
@@ -145,6 +155,28 @@ mod tests {
         assert_eq!(percents, BTreeSet::from([25, 50, 75, 100]));
         let share = f64::from(below_median) / f64::from(total);
         assert!((0.45..0.55).contains(&share), "log-uniform: {share}");
+    }
+
+    #[test]
+    fn draws_among_a_subset_stay_in_it() {
+        let subset = ["leader_fetch_response", "before_isr_write"];
+        let mut seen = BTreeSet::new();
+        for index in 0..500 {
+            let delays = Delay::draw_among(&mut Rng::derive(5, "slow", index), &subset);
+            assert!((1..=2).contains(&delays.len()), "{delays:?}");
+            for delay in &delays {
+                assert!(subset.contains(&delay.point.as_str()), "{delay:?}");
+                seen.insert(delay.point.clone());
+            }
+            assert_eq!(
+                Delay::draw_among(&mut Rng::derive(5, "slow", index), DELAY_POINTS),
+                Delay::draw(&mut Rng::derive(5, "slow", index)),
+                "the whole list draws as draw does"
+            );
+        }
+        assert_eq!(seen.len(), 2);
+        let none: [&str; 0] = [];
+        assert!(Delay::draw_among(&mut Rng::new(1), &none).is_empty());
     }
 
     #[test]

@@ -567,6 +567,7 @@ fn options(
             targets,
             wipe,
         },
+        swarm: None,
     }
 }
 
@@ -1125,13 +1126,13 @@ async fn heal_all_heals_everything_after_a_random_run() {
     let control = FakeControl::with_latency(Duration::from_millis(1));
     control.cluster().deregistration = Duration::from_millis(30);
     let journal = FakeJournal::new();
-    let opts = options(
-        &PackageKind::ALL,
-        99,
-        Duration::from_millis(5),
-        Vec::new(),
-        true,
-    );
+    // `aimed` keeps its own pace (its first strike comes 0.5 s or more after the start):
+    // its heal is tested below.
+    let packages: Vec<PackageKind> = PackageKind::ALL
+        .into_iter()
+        .filter(|p| *p != PackageKind::Aimed)
+        .collect();
+    let opts = options(&packages, 99, Duration::from_millis(5), Vec::new(), true);
     let nemesis = Nemesis::new(opts, control.clone(), journal.clone()).with_deregistration_wait(
         DeregistrationWait {
             poll: Duration::from_millis(10),

@@ -76,6 +76,10 @@ pub struct NemesisSpec {
     pub targets: Vec<TargetSpec>,
     /// Whether single-node kills sometimes restart the node with its data wiped.
     pub wipe: bool,
+    /// Swarm testing: the length of a period, each of which draws which packages act
+    /// (`nemesis::swarm`); `None`: every package acts all the time.
+    #[serde(default, with = "opt_secs", skip_serializing_if = "Option::is_none")]
+    pub swarm: Option<Duration>,
 }
 
 impl Default for NemesisSpec {
@@ -85,6 +89,7 @@ impl Default for NemesisSpec {
             interval: Duration::from_secs(10),
             targets: TargetSpec::defaults(),
             wipe: true,
+            swarm: None,
         }
     }
 }
@@ -236,6 +241,9 @@ impl TestSpec {
         if plan.nemesis.interval.is_zero() {
             return fail("--nemesis-interval must be a positive duration".into());
         }
+        if plan.nemesis.swarm.is_some_and(|period| period.is_zero()) {
+            return fail("--nemesis-swarm must be a positive duration".into());
+        }
         if plan.nemesis.targets.is_empty() {
             return fail("--nemesis-targets names no target".into());
         }
@@ -277,6 +285,9 @@ impl TestSpec {
                 );
                 flag(&mut argv, "nemesis-targets", plan.nemesis.target_list());
                 flag(&mut argv, "nemesis-wipe", plan.nemesis.wipe.to_string());
+                if let Some(period) = plan.nemesis.swarm {
+                    flag(&mut argv, "nemesis-swarm", format_duration(period));
+                }
                 flag(&mut argv, "time-limit", format_duration(plan.time_limit));
                 flag(&mut argv, "concurrency", plan.concurrency.to_string());
                 flag(&mut argv, "rate", plan.rate.to_string());
@@ -353,6 +364,30 @@ fn path_word(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// An optional duration in JSON as seconds, `null` or absent for none.
+mod opt_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(duration) => serializer.serialize_some(&duration.as_secs_f64()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Option::<f64>::deserialize(deserializer)?
+            .map(|secs| Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
 /// Durations in JSON as seconds (`"time_limit": 60.0`), as people read them.
 mod secs {
     use serde::{Deserialize, Deserializer, Serializer};
@@ -365,5 +400,30 @@ mod secs {
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
         let secs = f64::deserialize(deserializer)?;
         Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_swarm_period_is_seconds_in_json_and_absent_when_off() {
+        let off = NemesisSpec::default();
+        let json = serde_json::to_value(&off).expect("json");
+        assert!(json.get("swarm").is_none(), "{json}");
+        let on = NemesisSpec {
+            swarm: Some(Duration::from_millis(2500)),
+            ..NemesisSpec::default()
+        };
+        let json = serde_json::to_value(&on).expect("json");
+        assert_eq!(json["swarm"], serde_json::json!(2.5));
+        let back: NemesisSpec = serde_json::from_value(json).expect("read back");
+        assert_eq!(back, on);
+        // A test.json written before swarms existed reads as no swarm.
+        let mut old = serde_json::to_value(&off).expect("json");
+        old.as_object_mut().expect("object").remove("swarm");
+        let read: NemesisSpec = serde_json::from_value(old).expect("old file");
+        assert_eq!(read.swarm, None);
     }
 }

@@ -163,6 +163,7 @@ impl Cell {
                 interval: Duration::from_secs_f64(self.nemesis_interval_secs),
                 targets: TargetSpec::defaults(),
                 wipe: self.wipe,
+                swarm: None,
             },
             time_limit: Duration::from_secs_f64(self.time_limit_secs),
             concurrency: 10,

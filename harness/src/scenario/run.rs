@@ -430,6 +430,7 @@ impl<'a> Player<'a> {
                 targets: Vec::new(),
                 wipe: false,
             },
+            swarm: None,
         };
         let nemesis = Nemesis::new(options, control, journal.clone());
         Ok(Player {

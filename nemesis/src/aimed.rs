@@ -1,0 +1,490 @@
+//! Faults aimed at roles and moments (the `aimed` package): instead of a random node at
+//! a random time, each strike waits for a situation in which the bugs of a replicated log
+//! live and hits the node that holds the role in it.
+//!
+//! - [`Aim::ControllerCut`] (KAFKA-3083's shape): the controller's metadata port is cut
+//!   from every other node (the metadata quorum's leader and voters among them), and,
+//!   while it is cut off, an admin request (a preferred-leader election or a leader
+//!   transfer) is sent; the cut lasts long enough for its session to expire.
+//! - [`Aim::AfterChange`] (CrashTuner, SOSP 2019: crash right after a metadata write):
+//!   the roles are polled every [`POLL`] until a partition's ISR grows or its leadership
+//!   moves ([`changes`]), and that partition's leader is killed or isolated at once.
+//! - [`Aim::Lagging`] (CoFI, ASE 2020: strike when a cross-node invariant is broken):
+//!   each node's replica views are polled until an in-sync follower's high watermark is
+//!   behind its leader's ([`lags`]); then the leader or that follower is killed or
+//!   paused.
+//!
+//! Strikes come in bursts: the package's steps alternate strike and undo (restart,
+//! resume, uncut) like every package's, with the holds and gaps of [`strike_gap`] and
+//! [`hold`]: several strikes a few seconds apart, then about ten calm seconds. What
+//! every strike aims at, and why, is in its completion's value (`node`, `trigger`, the
+//! roles or views that showed the moment). Every choice is drawn from the step's seed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::roles::Roles;
+use rng::Rng;
+use sut::ReplicaView;
+
+/// How often a strike reads the roles or the replica views while it waits for its moment.
+pub const POLL: Duration = Duration::from_millis(150);
+/// The shortest and longest wait for a moment ([`Aim::AfterChange`], [`Aim::Lagging`]).
+pub const WATCH_MS: (u64, u64) = (2_000, 5_000);
+/// Within a burst, the gap before a strike and a strike's hold: 0.5–3 s.
+pub const BURST_MS: (u64, u64) = (500, 3_000);
+/// A calm between bursts: 8–12 s, with chance [`CALM_CHANCE`] before each strike.
+pub const CALM_MS: (u64, u64) = (8_000, 12_000);
+/// The chance that a strike follows a calm rather than the previous strike's undo at
+/// once (bursts are three strikes long on average).
+pub const CALM_CHANCE: f64 = 1.0 / 3.0;
+/// The chance that a kill, pause or isolation is held 3–10 s instead of a burst's hold.
+pub const LONG_HOLD_CHANCE: f64 = 0.2;
+/// How long after the controller's cut its admin request is sent: 0–8 s, so that some
+/// arrive before and some after its metadata session expired (6 s by default).
+pub const REQUEST_AFTER_MS: (u64, u64) = (0, 8_000);
+/// How long a controller cut's strike waits for its admin request's answer (the request
+/// is not withdrawn: the broker may still carry it out), so that a request stuck behind
+/// the cut does not hold the package for the driver's whole retry budget.
+pub const REQUEST_WAIT: Duration = Duration::from_secs(4);
+
+/// What a strike does to the node it aimed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strike {
+    /// SIGKILL (restarted, never wiped, at the undo).
+    Kill,
+    /// SIGSTOP (resumed at the undo).
+    Pause,
+    /// All its traffic with every other node cut (healed at the undo).
+    Isolate,
+}
+
+impl Strike {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strike::Kill => "kill",
+            Strike::Pause => "pause",
+            Strike::Isolate => "isolate",
+        }
+    }
+}
+
+/// Whom a strike on a lagging follower's partition hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LagTarget {
+    /// The leader whose follower lags.
+    Leader,
+    /// The follower whose high watermark lags.
+    Follower,
+}
+
+/// The admin request of a controller cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutRequest {
+    ElectPreferred,
+    /// A random partition with a second in-sync replica to a random in-sync follower
+    /// (a preferred-leader election when there is none).
+    TransferLeader,
+}
+
+/// One strike of the `aimed` package.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "aim", rename_all = "kebab-case")]
+pub enum Aim {
+    /// Cut the controller's metadata port, then send `request` `request_after_ms` later.
+    ControllerCut {
+        request: CutRequest,
+        request_after_ms: u64,
+    },
+    /// Strike the leader of the first partition seen to expand its ISR or move its
+    /// leadership within `watch_ms`.
+    AfterChange { strike: Strike, watch_ms: u64 },
+    /// Strike the leader or an in-sync follower of the partition whose follower's high
+    /// watermark lags the most, the first time one lags within `watch_ms`.
+    Lagging {
+        strike: Strike,
+        whom: LagTarget,
+        watch_ms: u64,
+    },
+}
+
+impl Aim {
+    /// The history's `targets`: `controller`, `leader-after-change`, `lagging-leader`,
+    /// `lagging-follower`.
+    pub fn target_name(&self) -> &'static str {
+        match self {
+            Aim::ControllerCut { .. } => "controller",
+            Aim::AfterChange { .. } => "leader-after-change",
+            Aim::Lagging {
+                whom: LagTarget::Leader,
+                ..
+            } => "lagging-leader",
+            Aim::Lagging {
+                whom: LagTarget::Follower,
+                ..
+            } => "lagging-follower",
+        }
+    }
+
+    /// Draws a strike: each of the three aims with chance ⅓; after a change, a kill or
+    /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
+    /// with chance ½; waits uniform in [`WATCH_MS`], requests after
+    /// [`REQUEST_AFTER_MS`].
+    pub fn draw(rng: &mut Rng) -> Aim {
+        let watch_ms = rng.between(WATCH_MS.0, WATCH_MS.1);
+        match rng.below(3) {
+            0 => Aim::ControllerCut {
+                request: if rng.chance(0.5) {
+                    CutRequest::ElectPreferred
+                } else {
+                    CutRequest::TransferLeader
+                },
+                request_after_ms: rng.between(REQUEST_AFTER_MS.0, REQUEST_AFTER_MS.1),
+            },
+            1 => Aim::AfterChange {
+                strike: if rng.chance(0.5) {
+                    Strike::Kill
+                } else {
+                    Strike::Isolate
+                },
+                watch_ms,
+            },
+            _ => Aim::Lagging {
+                strike: if rng.chance(0.5) {
+                    Strike::Kill
+                } else {
+                    Strike::Pause
+                },
+                whom: if rng.chance(0.5) {
+                    LagTarget::Leader
+                } else {
+                    LagTarget::Follower
+                },
+                watch_ms,
+            },
+        }
+    }
+}
+
+/// The gap before a strike: a calm ([`CALM_MS`]) with chance [`CALM_CHANCE`], else a
+/// burst's ([`BURST_MS`]), uniform.
+pub fn strike_gap(rng: &mut Rng) -> Duration {
+    let (lo, hi) = if rng.chance(CALM_CHANCE) {
+        CALM_MS
+    } else {
+        BURST_MS
+    };
+    Duration::from_millis(rng.between(lo, hi))
+}
+
+/// How long `aim`'s fault is held before its undo: a controller's cut 1–6 s after its
+/// request (which itself waited 0–8 s after the cut); any other fault a burst's hold
+/// ([`BURST_MS`]), or 3–10 s with chance [`LONG_HOLD_CHANCE`].
+pub fn hold(aim: &Aim, rng: &mut Rng) -> Duration {
+    let ms = match aim {
+        Aim::ControllerCut { .. } => rng.between(1_000, 6_000),
+        _ if rng.chance(LONG_HOLD_CHANCE) => rng.between(3_000, 10_000),
+        _ => rng.between(BURST_MS.0, BURST_MS.1),
+    };
+    Duration::from_millis(ms)
+}
+
+/// A partition seen to change between two reads of the roles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// `topic/partition`.
+    pub key: String,
+    /// `isr-expansion` or `leader-move`.
+    pub trigger: &'static str,
+    /// The leader now: the node to strike.
+    pub leader: String,
+    pub leader_before: Option<String>,
+    pub isr_before: Vec<String>,
+    pub isr_after: Vec<String>,
+    /// Nodes in the ISR now and not before.
+    pub added: Vec<String>,
+}
+
+/// The partitions whose ISR grew (a node in it that was not) or whose leadership moved
+/// (another leader, or a higher leader epoch) from `before` to `now`, in `now`'s order;
+/// only partitions with a leader now, and known in `before`. A leadership move wins over
+/// an expansion of the same partition.
+pub fn changes(before: &Roles, now: &Roles) -> Vec<Change> {
+    let mut found = Vec::new();
+    for partition in &now.partitions {
+        let Some(leader) = partition.leader.clone() else {
+            continue;
+        };
+        let Some(old) = before.partition(&partition.topic, partition.partition) else {
+            continue;
+        };
+        let moved = old.leader.as_ref() != Some(&leader)
+            || matches!(
+                (old.leader_epoch, partition.leader_epoch),
+                (Some(a), Some(b)) if b > a
+            );
+        let added: Vec<String> = partition
+            .isr
+            .iter()
+            .filter(|node| !old.isr.contains(node))
+            .cloned()
+            .collect();
+        let trigger = if moved {
+            "leader-move"
+        } else if !added.is_empty() {
+            "isr-expansion"
+        } else {
+            continue;
+        };
+        found.push(Change {
+            key: partition.key(),
+            trigger,
+            leader,
+            leader_before: old.leader.clone(),
+            isr_before: old.isr.clone(),
+            isr_after: partition.isr.clone(),
+            added,
+        });
+    }
+    found
+}
+
+/// An in-sync follower whose high watermark is behind its leader's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Lag {
+    pub key: String,
+    pub leader: String,
+    pub follower: String,
+    pub leader_hw: u64,
+    pub follower_hw: u64,
+    pub leader_leo: u64,
+    pub follower_leo: u64,
+}
+
+impl Lag {
+    /// How many offsets the follower's high watermark is behind.
+    pub fn by(&self) -> u64 {
+        self.leader_hw.saturating_sub(self.follower_hw)
+    }
+}
+
+/// Every partition of `roles` whose leader's own view says it leads, and each member of
+/// its ISR (but the leader) whose view's high watermark is below the leader's: from the
+/// views of `views` (node → its replicas; a node missing there is not judged). In the
+/// roles' partition order, then ISR order.
+pub fn lags(roles: &Roles, views: &BTreeMap<String, Vec<ReplicaView>>) -> Vec<Lag> {
+    let view = |node: &str, topic: &str, partition: u32| {
+        views.get(node).and_then(|all| {
+            all.iter()
+                .find(|v| v.topic == topic && v.partition == partition)
+        })
+    };
+    let mut found = Vec::new();
+    for partition in &roles.partitions {
+        let Some(leader) = &partition.leader else {
+            continue;
+        };
+        let Some(lead) = view(leader, &partition.topic, partition.partition) else {
+            continue;
+        };
+        if !lead.leading {
+            continue;
+        }
+        for follower in partition.isr.iter().filter(|node| *node != leader) {
+            let Some(follow) = view(follower, &partition.topic, partition.partition) else {
+                continue;
+            };
+            if follow.high_watermark < lead.high_watermark {
+                found.push(Lag {
+                    key: partition.key(),
+                    leader: leader.clone(),
+                    follower: follower.clone(),
+                    leader_hw: lead.high_watermark,
+                    follower_hw: follow.high_watermark,
+                    leader_leo: lead.log_end_offset,
+                    follower_leo: follow.log_end_offset,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// The lag a strike aims at: one of those behind by the most, picked with `rng`.
+pub fn worst_lag<'a>(lags: &'a [Lag], rng: &mut Rng) -> Option<&'a Lag> {
+    let most = lags.iter().map(Lag::by).max()?;
+    let worst: Vec<&Lag> = lags.iter().filter(|lag| lag.by() == most).collect();
+    rng.pick(&worst).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::roles::PartitionRoles;
+
+    fn s(items: &[&str]) -> Vec<String> {
+        items.iter().map(|i| i.to_string()).collect()
+    }
+
+    fn roles(partitions: &[(&str, u32, &str, u64, &[&str])]) -> Roles {
+        Roles {
+            nodes: s(&["n1", "n2", "n3", "n4", "n5"]),
+            partitions: partitions
+                .iter()
+                .map(|(topic, partition, leader, epoch, isr)| PartitionRoles {
+                    topic: topic.to_string(),
+                    partition: *partition,
+                    leader: (!leader.is_empty()).then(|| leader.to_string()),
+                    leader_epoch: Some(*epoch),
+                    replicas: s(&["n1", "n2", "n3"]),
+                    isr: s(isr),
+                })
+                .collect(),
+            ..Roles::default()
+        }
+    }
+
+    #[test]
+    fn changes_name_the_partition_and_its_leader_now() {
+        let before = roles(&[
+            ("t", 0, "n1", 3, &["n1", "n2"]),
+            ("t", 1, "n2", 5, &["n2", "n3", "n1"]),
+            ("t", 2, "n3", 1, &["n3", "n1", "n2"]),
+        ]);
+        // Nothing changed.
+        assert!(changes(&before, &before).is_empty());
+        // t/0 takes n3 back in its ISR; t/1 moves to n3; t/2 shrinks (not a trigger).
+        let now = roles(&[
+            ("t", 0, "n1", 3, &["n1", "n2", "n3"]),
+            ("t", 1, "n3", 6, &["n3", "n1"]),
+            ("t", 2, "n3", 1, &["n3", "n1"]),
+        ]);
+        let found = changes(&before, &now);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].key, "t/0");
+        assert_eq!(found[0].trigger, "isr-expansion");
+        assert_eq!(found[0].leader, "n1");
+        assert_eq!(found[0].added, s(&["n3"]));
+        assert_eq!(found[1].key, "t/1");
+        assert_eq!(found[1].trigger, "leader-move");
+        assert_eq!(found[1].leader, "n3");
+        assert_eq!(found[1].leader_before.as_deref(), Some("n2"));
+        // A re-election of the same leader (epoch up) is a move too.
+        let reelected = roles(&[("t", 0, "n1", 4, &["n1", "n2"])]);
+        let found = changes(&before, &reelected);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            (found[0].trigger, found[0].leader.as_str()),
+            ("leader-move", "n1")
+        );
+        // No leader now, or a partition unknown before: nothing to strike.
+        let leaderless = roles(&[("t", 1, "", 6, &["n3"]), ("u", 0, "n2", 0, &["n2"])]);
+        assert!(changes(&before, &leaderless).is_empty());
+    }
+
+    fn view(topic: &str, leading: bool, hw: u64, leo: u64) -> ReplicaView {
+        ReplicaView {
+            topic: topic.into(),
+            partition: 0,
+            leading,
+            high_watermark: hw,
+            log_end_offset: leo,
+            ..ReplicaView::default()
+        }
+    }
+
+    #[test]
+    fn lags_are_in_sync_followers_behind_their_leader() {
+        let roles = roles(&[
+            ("a", 0, "n1", 1, &["n1", "n2", "n3"]),
+            ("b", 0, "n2", 1, &["n2", "n3"]),
+        ]);
+        let mut views = BTreeMap::new();
+        views.insert(
+            "n1".to_string(),
+            vec![view("a", true, 10, 12), view("b", false, 3, 7)],
+        );
+        views.insert(
+            "n2".to_string(),
+            vec![view("a", false, 10, 12), view("b", true, 7, 7)],
+        );
+        views.insert(
+            "n3".to_string(),
+            vec![view("a", false, 8, 12), view("b", false, 4, 7)],
+        );
+        let found = lags(&roles, &views);
+        let shown: Vec<(String, String, String, u64)> = found
+            .iter()
+            .map(|l| (l.key.clone(), l.leader.clone(), l.follower.clone(), l.by()))
+            .collect();
+        // n1 lags b/0 by 4 too, but it is not in b/0's ISR.
+        assert_eq!(
+            shown,
+            vec![
+                ("a/0".into(), "n1".into(), "n3".into(), 2),
+                ("b/0".into(), "n2".into(), "n3".into(), 3),
+            ]
+        );
+        let worst = worst_lag(&found, &mut Rng::new(1)).expect("a lag");
+        assert_eq!((worst.key.as_str(), worst.follower.as_str()), ("b/0", "n3"));
+        // A leader that does not think it leads, or a node without views, is not judged.
+        let mut stale = views.clone();
+        stale.insert("n2".into(), vec![view("b", false, 7, 7)]);
+        stale.remove("n3");
+        assert!(lags(&roles, &stale).is_empty());
+        assert!(worst_lag(&[], &mut Rng::new(1)).is_none());
+    }
+
+    #[test]
+    fn draws_cover_every_aim_and_stay_in_range() {
+        let mut kinds = std::collections::BTreeSet::new();
+        let mut calm = 0;
+        let draws = 3_000;
+        for index in 0..draws {
+            let mut rng = Rng::derive(11, "aimed", index);
+            let aim = Aim::draw(&mut rng);
+            assert_eq!(aim, Aim::draw(&mut Rng::derive(11, "aimed", index)));
+            kinds.insert(format!(
+                "{} {}",
+                aim.target_name(),
+                serde_json::to_value(aim).expect("json")["strike"]
+            ));
+            match aim {
+                Aim::ControllerCut {
+                    request_after_ms, ..
+                } => assert!(request_after_ms <= REQUEST_AFTER_MS.1),
+                Aim::AfterChange { strike, watch_ms } => {
+                    assert_ne!(strike, Strike::Pause);
+                    assert!((WATCH_MS.0..=WATCH_MS.1).contains(&watch_ms));
+                }
+                Aim::Lagging {
+                    strike, watch_ms, ..
+                } => {
+                    assert_ne!(strike, Strike::Isolate);
+                    assert!((WATCH_MS.0..=WATCH_MS.1).contains(&watch_ms));
+                }
+            }
+            let gap = strike_gap(&mut rng);
+            if gap >= Duration::from_millis(CALM_MS.0) {
+                calm += 1;
+                assert!(gap <= Duration::from_millis(CALM_MS.1));
+            } else {
+                assert!(
+                    (Duration::from_millis(BURST_MS.0)..=Duration::from_millis(BURST_MS.1))
+                        .contains(&gap)
+                );
+            }
+            let held = hold(&aim, &mut rng);
+            assert!(held >= Duration::from_millis(500) && held <= Duration::from_secs(10));
+        }
+        // controller (no strike) + 2 after a change + 4 on a lag.
+        assert_eq!(kinds.len(), 7, "{kinds:?}");
+        let share = f64::from(calm) / draws as f64;
+        assert!((0.30..0.37).contains(&share), "calm before {share}");
+    }
+}

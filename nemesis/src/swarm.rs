@@ -1,0 +1,236 @@
+//! Swarm testing (Groce et al., ISSTA 2012; FoundationDB's BUGGIFY): instead of every
+//! enabled package injecting faults all the time, the run is cut into periods and each
+//! period draws which packages are on. Some faults hide the behaviour another exposes (a
+//! kill ends the slow link it would have raced with), and a mix that changes every
+//! period reaches situations a fixed mix does not.
+//!
+//! Each period's [`SwarmDraw`] is drawn from `Rng::derive(seed, "swarm", period)` alone:
+//! with chance [`CALM_CHANCE`] the period is calm (no package on); otherwise each enabled
+//! package is on with chance [`ON_CHANCE`], and when none came up one of them is picked,
+//! so that a period that is not calm has at least one package on. When `slow` is on, the
+//! period also draws which of the delay points its `start-slow` steps may arm (each with
+//! chance [`POINT_CHANCE`], at least one): BUGGIFY's per-run enabling of fault sites,
+//! here per period.
+//!
+//! The runner ([`crate::runner`]) records each draw as a `swarm` operation of the
+//! nemesis, skips the steps of packages that are off, and stops the fault of a package
+//! that turns off at a period's boundary.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::package::PackageKind;
+use crate::slow::DELAY_POINTS;
+use rng::Rng;
+
+/// The period `--nemesis-swarm` takes when given without one.
+pub const DEFAULT_PERIOD: Duration = Duration::from_secs(30);
+/// The chance that a period is calm: no package on.
+pub const CALM_CHANCE: f64 = 0.25;
+/// The chance that an enabled package is on in a period that is not calm.
+pub const ON_CHANCE: f64 = 0.5;
+/// The chance that a delay point may be armed in a period in which `slow` is on.
+pub const POINT_CHANCE: f64 = 0.5;
+
+/// Which faults one period of a swarm run lets happen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SwarmDraw {
+    /// The period's number, from 0.
+    pub period: u64,
+    /// The packages on, in canonical order; empty when calm.
+    pub active: Vec<PackageKind>,
+    /// Whether the period is calm (no package on).
+    pub calm: bool,
+    /// The delay points `start-slow` may arm in this period (empty when `slow` is off).
+    pub slow_points: Vec<String>,
+}
+
+impl SwarmDraw {
+    /// Period `period`'s draw among the `enabled` packages (order and duplicates do not
+    /// matter). With no package enabled every period is calm.
+    pub fn draw(seed: u64, period: u64, enabled: &[PackageKind]) -> SwarmDraw {
+        let mut enabled = enabled.to_vec();
+        enabled.sort();
+        enabled.dedup();
+        let mut rng = Rng::derive(seed, "swarm", period);
+        let calm = enabled.is_empty() || rng.chance(CALM_CHANCE);
+        let mut active = Vec::new();
+        let mut slow_points = Vec::new();
+        if !calm {
+            active = enabled
+                .iter()
+                .copied()
+                .filter(|_| rng.chance(ON_CHANCE))
+                .collect();
+            if active.is_empty() {
+                if let Some(one) = rng.pick(&enabled) {
+                    active.push(*one);
+                }
+            }
+            if active.contains(&PackageKind::Slow) {
+                slow_points = DELAY_POINTS
+                    .iter()
+                    .filter(|_| rng.chance(POINT_CHANCE))
+                    .map(|point| point.to_string())
+                    .collect();
+                if slow_points.is_empty() {
+                    if let Some(point) = rng.pick(DELAY_POINTS) {
+                        slow_points.push(point.to_string());
+                    }
+                }
+            }
+        }
+        SwarmDraw {
+            period,
+            active,
+            calm,
+            slow_points,
+        }
+    }
+
+    /// Whether `package`'s steps run in this period.
+    pub fn is_on(&self, package: PackageKind) -> bool {
+        self.active.contains(&package)
+    }
+
+    /// The value of the period's `swarm` operation in the history: `period`, `active`
+    /// (package names), `calm`, and `slow_points` when `slow` is on.
+    pub fn value(&self) -> serde_json::Value {
+        let mut value = serde_json::json!({
+            "period": self.period,
+            "active": self.active.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            "calm": self.calm,
+        });
+        if !self.slow_points.is_empty() {
+            value["slow_points"] = serde_json::json!(self.slow_points);
+        }
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_draws_the_same_periods() {
+        let enabled = PackageKind::ALL.to_vec();
+        for seed in [0, 1, 42, u64::MAX] {
+            for period in 0..100 {
+                assert_eq!(
+                    SwarmDraw::draw(seed, period, &enabled),
+                    SwarmDraw::draw(seed, period, &enabled)
+                );
+            }
+        }
+        // Order and duplicates of the enabled list do not change the draw.
+        let mut shuffled = enabled.clone();
+        shuffled.reverse();
+        shuffled.push(PackageKind::Kill);
+        for period in 0..100 {
+            assert_eq!(
+                SwarmDraw::draw(9, period, &enabled),
+                SwarmDraw::draw(9, period, &shuffled)
+            );
+        }
+        let a: Vec<SwarmDraw> = (0..50).map(|p| SwarmDraw::draw(1, p, &enabled)).collect();
+        let b: Vec<SwarmDraw> = (0..50).map(|p| SwarmDraw::draw(2, p, &enabled)).collect();
+        assert_ne!(a, b, "another seed, other draws");
+    }
+
+    #[test]
+    fn a_quarter_calm_and_each_package_on_half_the_time() {
+        let enabled = PackageKind::ALL.to_vec();
+        let periods = 20_000u64;
+        let mut calm = 0u64;
+        let mut on = std::collections::BTreeMap::<PackageKind, u64>::new();
+        let mut points = std::collections::BTreeMap::<String, u64>::new();
+        let mut slow_on = 0u64;
+        for period in 0..periods {
+            let draw = SwarmDraw::draw(77, period, &enabled);
+            assert_eq!(draw.period, period);
+            if draw.calm {
+                calm += 1;
+                assert!(draw.active.is_empty() && draw.slow_points.is_empty());
+                continue;
+            }
+            assert!(
+                !draw.active.is_empty(),
+                "a period that is not calm has a package on"
+            );
+            let mut sorted = draw.active.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted, draw.active, "canonical and distinct");
+            for package in &draw.active {
+                *on.entry(*package).or_default() += 1;
+            }
+            if draw.is_on(PackageKind::Slow) {
+                slow_on += 1;
+                assert!(!draw.slow_points.is_empty());
+                for point in &draw.slow_points {
+                    assert!(DELAY_POINTS.contains(&point.as_str()));
+                    *points.entry(point.clone()).or_default() += 1;
+                }
+            } else {
+                assert!(draw.slow_points.is_empty());
+            }
+        }
+        let calm_share = calm as f64 / periods as f64;
+        assert!((0.23..0.27).contains(&calm_share), "calm {calm_share}");
+        let busy = (periods - calm) as f64;
+        for package in PackageKind::ALL {
+            let share = on.get(&package).copied().unwrap_or(0) as f64 / busy;
+            // ½, plus a little from the periods in which none came up and one was picked.
+            assert!((0.48..0.53).contains(&share), "{package}: {share}");
+        }
+        assert_eq!(points.len(), DELAY_POINTS.len(), "every point comes up");
+        for (point, n) in points {
+            let share = n as f64 / slow_on as f64;
+            assert!((0.47..0.54).contains(&share), "{point}: {share}");
+        }
+    }
+
+    #[test]
+    fn one_package_is_on_whenever_the_period_is_not_calm() {
+        for period in 0..2_000 {
+            let draw = SwarmDraw::draw(3, period, &[PackageKind::Pause]);
+            assert_eq!(draw.calm, draw.active.is_empty());
+            if !draw.calm {
+                assert_eq!(draw.active, vec![PackageKind::Pause]);
+            }
+        }
+        let none = SwarmDraw::draw(3, 0, &[]);
+        assert!(none.calm && none.active.is_empty());
+    }
+
+    #[test]
+    fn the_value_names_the_packages() {
+        let draw = SwarmDraw {
+            period: 4,
+            active: vec![PackageKind::Kill, PackageKind::Slow],
+            calm: false,
+            slow_points: vec!["before_isr_write".into()],
+        };
+        assert_eq!(
+            draw.value(),
+            serde_json::json!({
+                "period": 4,
+                "active": ["kill", "slow"],
+                "calm": false,
+                "slow_points": ["before_isr_write"],
+            })
+        );
+        let calm = SwarmDraw {
+            period: 5,
+            active: vec![],
+            calm: true,
+            slow_points: vec![],
+        };
+        assert_eq!(
+            calm.value(),
+            serde_json::json!({"period": 5, "active": [], "calm": true})
+        );
+    }
+}

@@ -1,0 +1,799 @@
+//! The `aimed` package and swarm runs against a scripted in-memory cluster
+//! ([`Scripted`]): whom each trigger aims at, that the step's seed makes the choices,
+//! that the undo and `heal_all` restore everything, and that a swarm run acts only in
+//! the periods that let a package act and leaves calm periods calm.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nemesis::aimed::{Aim, CutRequest, LagTarget, Strike};
+use nemesis::schedule::ScheduleOptions;
+use nemesis::{
+    Action, AdminAction, BoxFuture, ClusterControl, ControlError, Grudge, Journal, JournalError,
+    Nemesis, NemesisOptions, PackageKind, PartitionRoles, Ports, ReplicaView, Roles, Step,
+    SwarmDraw,
+};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+// ---------------------------------------------------------------------------------------
+// A cluster whose roles and replica views the test scripts.
+
+#[derive(Default)]
+struct Cluster {
+    running: BTreeSet<String>,
+    paused: BTreeSet<String>,
+    cuts: Vec<(Grudge, Ports)>,
+    /// What successive reads of the roles answer; the last one is answered from then on.
+    roles: Vec<Roles>,
+    reads: usize,
+    views: BTreeMap<String, Vec<ReplicaView>>,
+    admin: Vec<AdminAction>,
+    /// Every signal, start and cut, in order.
+    calls: Vec<String>,
+}
+
+struct Scripted {
+    nodes: Vec<String>,
+    cluster: Mutex<Cluster>,
+}
+
+fn s(items: &[&str]) -> Vec<String> {
+    items.iter().map(|i| i.to_string()).collect()
+}
+
+/// Five nodes; n1 the controller, n2 the quorum leader; `t/0` led by n1 (ISR n1 n2
+/// n3), `t/1` led by n2 (ISR n2 n3), both at leader epoch 1.
+fn base_roles() -> Roles {
+    Roles {
+        nodes: s(&["n1", "n2", "n3", "n4", "n5"]),
+        registered: s(&["n1", "n2", "n3", "n4", "n5"]).into_iter().collect(),
+        controller: Some("n1".into()),
+        controller_epoch: 3,
+        meta_leader: Some("n2".into()),
+        partitions: vec![
+            partition(0, "n1", 1, &["n1", "n2", "n3"]),
+            partition(1, "n2", 1, &["n2", "n3"]),
+        ],
+    }
+}
+
+fn partition(number: u32, leader: &str, epoch: u64, isr: &[&str]) -> PartitionRoles {
+    PartitionRoles {
+        topic: "t".into(),
+        partition: number,
+        leader: Some(leader.into()),
+        leader_epoch: Some(epoch),
+        replicas: s(&["n1", "n2", "n3"]),
+        isr: s(isr),
+    }
+}
+
+fn view(partition: u32, leading: bool, hw: u64) -> ReplicaView {
+    ReplicaView {
+        topic: "t".into(),
+        partition,
+        leading,
+        high_watermark: hw,
+        log_end_offset: 20,
+        ..ReplicaView::default()
+    }
+}
+
+impl Scripted {
+    fn new() -> Arc<Scripted> {
+        let nodes = s(&["n1", "n2", "n3", "n4", "n5"]);
+        Arc::new(Scripted {
+            cluster: Mutex::new(Cluster {
+                running: nodes.iter().cloned().collect(),
+                roles: vec![base_roles()],
+                ..Cluster::default()
+            }),
+            nodes,
+        })
+    }
+
+    fn cluster(&self) -> MutexGuard<'_, Cluster> {
+        self.cluster.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn script_roles(&self, roles: Vec<Roles>) {
+        let mut cluster = self.cluster();
+        cluster.roles = roles;
+        cluster.reads = 0;
+    }
+
+    fn assert_healed(&self) {
+        let cluster = self.cluster();
+        assert_eq!(
+            cluster.running.iter().cloned().collect::<Vec<_>>(),
+            self.nodes,
+            "every node runs"
+        );
+        assert!(cluster.paused.is_empty(), "paused: {:?}", cluster.paused);
+        assert!(cluster.cuts.is_empty(), "cuts: {:?}", cluster.cuts);
+    }
+}
+
+impl ClusterControl for Scripted {
+    fn nodes(&self) -> Vec<String> {
+        self.nodes.clone()
+    }
+
+    fn roles(&self) -> BoxFuture<'_, Option<Roles>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            let at = cluster.reads.min(cluster.roles.len().saturating_sub(1));
+            cluster.reads += 1;
+            cluster.roles.get(at).cloned()
+        })
+    }
+
+    fn kill<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Result<Option<u32>, ControlError>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            cluster.calls.push(format!("kill {node}"));
+            cluster.paused.remove(node);
+            Ok(cluster.running.remove(node).then_some(7))
+        })
+    }
+
+    fn start<'a>(&'a self, node: &'a str, wipe: bool) -> BoxFuture<'a, Result<u32, ControlError>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            assert!(!wipe, "aimed strikes never wipe");
+            cluster.calls.push(format!("start {node}"));
+            cluster.running.insert(node.into());
+            Ok(8)
+        })
+    }
+
+    fn pause<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Result<Option<u32>, ControlError>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            cluster.calls.push(format!("pause {node}"));
+            let running = cluster.running.contains(node);
+            if running {
+                cluster.paused.insert(node.into());
+            }
+            Ok(running.then_some(7))
+        })
+    }
+
+    fn resume<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Result<Option<u32>, ControlError>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            cluster.calls.push(format!("resume {node}"));
+            cluster.paused.remove(node);
+            Ok(cluster.running.contains(node).then_some(7))
+        })
+    }
+
+    fn cut<'a>(
+        &'a self,
+        grudge: &'a Grudge,
+        ports: Ports,
+    ) -> BoxFuture<'a, Result<(), ControlError>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            cluster.calls.push(format!("cut {}", ports.name()));
+            cluster.cuts.push((grudge.clone(), ports));
+            Ok(())
+        })
+    }
+
+    fn uncut<'a>(
+        &'a self,
+        grudge: &'a Grudge,
+        ports: Ports,
+    ) -> BoxFuture<'a, Result<(), ControlError>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            cluster.calls.push(format!("uncut {}", ports.name()));
+            let at = cluster
+                .cuts
+                .iter()
+                .position(|(g, p)| g == grudge && *p == ports)
+                .ok_or_else(|| ControlError("no such cut".into()))?;
+            cluster.cuts.remove(at);
+            Ok(())
+        })
+    }
+
+    fn heal(&self) -> BoxFuture<'_, Result<(), ControlError>> {
+        Box::pin(async move {
+            self.cluster().cuts.clear();
+            Ok(())
+        })
+    }
+
+    fn admin<'a>(&'a self, action: &'a AdminAction) -> BoxFuture<'a, Result<Value, ControlError>> {
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            cluster.admin.push(action.clone());
+            // While the controller is cut off, it cannot write its decision.
+            if cluster
+                .cuts
+                .iter()
+                .any(|(_, ports)| *ports == Ports::Metadata)
+            {
+                return Err(ControlError(
+                    "503: the controller cannot reach the quorum".into(),
+                ));
+            }
+            Ok(json!({"ok": true}))
+        })
+    }
+
+    fn replicas<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<Vec<ReplicaView>>> {
+        Box::pin(async move { self.cluster().views.get(node).cloned() })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A history in memory.
+
+#[derive(Debug, Clone)]
+struct Entry {
+    invoke: bool,
+    f: String,
+    value: Value,
+    error: Option<String>,
+}
+
+/// What was broken in the cluster when a swarm period's draw was recorded: the nodes
+/// down, the nodes paused, the number of cuts.
+type Snapshot = (BTreeSet<String>, BTreeSet<String>, usize);
+
+#[derive(Default)]
+struct Memory {
+    entries: Mutex<Vec<Entry>>,
+    /// The cluster to take a [`Snapshot`] of at each `swarm` operation.
+    watched: Option<Arc<Scripted>>,
+    snapshots: Mutex<Vec<(u64, Snapshot)>>,
+}
+
+impl Memory {
+    fn entries(&self) -> Vec<Entry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn completions(&self) -> Vec<Entry> {
+        self.entries().into_iter().filter(|e| !e.invoke).collect()
+    }
+}
+
+impl Journal for Memory {
+    fn invoke(&self, f: &str, value: Value) -> Result<u64, JournalError> {
+        if let (Some(control), "swarm") = (&self.watched, f) {
+            let cluster = control.cluster();
+            let down = control
+                .nodes
+                .iter()
+                .filter(|n| !cluster.running.contains(*n))
+                .cloned()
+                .collect();
+            let snapshot = (down, cluster.paused.clone(), cluster.cuts.len());
+            let period = value["period"].as_u64().unwrap_or(u64::MAX);
+            self.snapshots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((period, snapshot));
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.push(Entry {
+            invoke: true,
+            f: f.into(),
+            value,
+            error: None,
+        });
+        Ok(entries.len() as u64)
+    }
+
+    fn complete(
+        &self,
+        _token: u64,
+        f: &str,
+        value: Value,
+        error: Option<String>,
+    ) -> Result<(), JournalError> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Entry {
+                invoke: false,
+                f: f.into(),
+                value,
+                error,
+            });
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+fn options(packages: &[PackageKind], seed: u64, swarm: Option<Duration>) -> NemesisOptions {
+    NemesisOptions {
+        packages: packages.to_vec(),
+        schedule: ScheduleOptions {
+            seed,
+            interval: Duration::from_millis(5),
+            targets: Vec::new(),
+            wipe: false,
+        },
+        swarm,
+    }
+}
+
+fn nemesis(control: &Arc<Scripted>, journal: &Arc<Memory>) -> Nemesis {
+    Nemesis::new(
+        options(&[PackageKind::Aimed], 1, None),
+        control.clone(),
+        journal.clone(),
+    )
+}
+
+fn aim_step(aim: Aim, seed: u64) -> Step {
+    Step {
+        package: PackageKind::Aimed,
+        index: 0,
+        delay: Duration::ZERO,
+        action: Action::Aim(aim),
+        seed,
+    }
+}
+
+fn stop_step() -> Step {
+    Step {
+        package: PackageKind::Aimed,
+        index: 1,
+        delay: Duration::ZERO,
+        action: Action::StopAim,
+        seed: 0,
+    }
+}
+
+fn isolation(node: &str) -> Grudge {
+    let others: BTreeSet<String> = ["n1", "n2", "n3", "n4", "n5"]
+        .into_iter()
+        .filter(|n| *n != node)
+        .map(String::from)
+        .collect();
+    let mut edges = BTreeMap::new();
+    edges.insert(node.to_string(), others.clone());
+    for other in others {
+        edges.insert(other, BTreeSet::from([node.to_string()]));
+    }
+    Grudge(edges)
+}
+
+// ---------------------------------------------------------------------------------------
+// (1) Each trigger aims at the right node.
+
+#[tokio::test]
+async fn a_controller_cut_isolates_its_metadata_port_and_asks_while_it_is_cut() {
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::ControllerCut {
+        request: CutRequest::ElectPreferred,
+        request_after_ms: 50,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["node"], json!("n1"), "the controller");
+    assert_eq!(value["meta_leader"], json!("n2"));
+    assert_eq!(value["trigger"], json!("controller"));
+    assert_eq!(value["ports"], json!("metadata"));
+    assert_eq!(value["request"], json!({"action": "elect-preferred"}));
+    assert!(
+        value["request_error"].as_str().unwrap().contains("503"),
+        "the request was sent while the cut was in place: {value}"
+    );
+    assert_eq!(
+        control.cluster().cuts,
+        vec![(isolation("n1"), Ports::Metadata)]
+    );
+    assert!(nemesis.state().holds(PackageKind::Aimed));
+
+    // A transfer goes to an in-sync follower of a partition that has one.
+    let transfer = Aim::ControllerCut {
+        request: CutRequest::TransferLeader,
+        request_after_ms: 0,
+    };
+    let (value, _) = nemesis
+        .execute_checked(&aim_step(transfer, 6))
+        .await
+        .unwrap();
+    let request = &value["request"];
+    assert_eq!(request["action"], json!("transfer-leader"), "{value}");
+    match request["partition"].as_u64() {
+        Some(0) => assert!(["n2", "n3"].contains(&request["to"].as_str().unwrap())),
+        Some(1) => assert_eq!(request["to"], json!("n3")),
+        other => panic!("{other:?}"),
+    }
+
+    let (value, error) = nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["uncut"]["healed"], json!(2));
+    control.assert_healed();
+    assert!(nemesis.state().is_healed());
+}
+
+#[tokio::test]
+async fn after_an_isr_expansion_its_leader_is_killed() {
+    let control = Scripted::new();
+    let mut expanded = base_roles();
+    expanded.partitions[1].isr = s(&["n2", "n3", "n1"]);
+    control.script_roles(vec![base_roles(), base_roles(), base_roles(), expanded]);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::AfterChange {
+        strike: Strike::Kill,
+        watch_ms: 3_000,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["trigger"], json!("isr-expansion"));
+    assert_eq!(value["node"], json!("n2"), "t/1's leader");
+    assert_eq!(value["change"]["key"], json!("t/1"));
+    assert_eq!(value["change"]["added"], json!(["n1"]));
+    assert_eq!(value["strike"], json!("kill"));
+    assert_eq!(control.cluster().calls, vec!["kill n2"]);
+    assert!(nemesis.state().aimed_killed.contains("n2"));
+
+    let (value, error) = nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["nodes"], json!(["n2"]));
+    assert_eq!(control.cluster().calls, vec!["kill n2", "start n2"]);
+    control.assert_healed();
+    assert!(nemesis.state().is_healed());
+}
+
+#[tokio::test]
+async fn after_a_leadership_move_the_new_leader_is_isolated() {
+    let control = Scripted::new();
+    let mut moved = base_roles();
+    moved.partitions[0] = partition(0, "n3", 2, &["n3", "n2"]);
+    control.script_roles(vec![base_roles(), moved]);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::AfterChange {
+        strike: Strike::Isolate,
+        watch_ms: 3_000,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["trigger"], json!("leader-move"));
+    assert_eq!(value["node"], json!("n3"), "the new leader");
+    assert_eq!(value["change"]["leader_before"], json!("n1"));
+    assert_eq!(control.cluster().cuts, vec![(isolation("n3"), Ports::All)]);
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+}
+
+#[tokio::test]
+async fn without_a_change_nothing_is_struck() {
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::AfterChange {
+        strike: Strike::Kill,
+        watch_ms: 400,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    let error = error.expect("no moment");
+    assert!(error.starts_with("no-target"), "{error}");
+    assert!(value["polls"].as_u64().unwrap() >= 2, "{value}");
+    assert!(control.cluster().calls.is_empty());
+    assert!(nemesis.state().is_healed());
+}
+
+fn lagging_views(control: &Scripted) {
+    let mut cluster = control.cluster();
+    // t/0: n1 leads at 10, n2 at 10, n3 at 7 (lags by 3). t/1: n2 leads at 5, n3 at 5.
+    cluster
+        .views
+        .insert("n1".into(), vec![view(0, true, 10), view(1, false, 5)]);
+    cluster
+        .views
+        .insert("n2".into(), vec![view(0, false, 10), view(1, true, 5)]);
+    cluster
+        .views
+        .insert("n3".into(), vec![view(0, false, 7), view(1, false, 5)]);
+}
+
+#[tokio::test]
+async fn on_a_lag_the_follower_or_the_leader_is_struck() {
+    let control = Scripted::new();
+    lagging_views(&control);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let follower = Aim::Lagging {
+        strike: Strike::Pause,
+        whom: LagTarget::Follower,
+        watch_ms: 1_000,
+    };
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(follower, 1))
+        .await
+        .unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["trigger"], json!("hw-lag"));
+    assert_eq!(value["node"], json!("n3"), "the lagging follower");
+    assert_eq!(value["lag"]["leader"], json!("n1"));
+    assert_eq!(value["lag"]["follower_hw"], json!(7));
+    assert_eq!(control.cluster().paused, BTreeSet::from(["n3".to_string()]));
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+
+    let leader = Aim::Lagging {
+        strike: Strike::Kill,
+        whom: LagTarget::Leader,
+        watch_ms: 1_000,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(leader, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["node"], json!("n1"), "the leader of the lag");
+    assert!(!control.cluster().running.contains("n1"));
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+}
+
+#[tokio::test]
+async fn without_replica_views_a_lag_strike_says_so() {
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Lagging {
+        strike: Strike::Kill,
+        whom: LagTarget::Leader,
+        watch_ms: 200,
+    };
+    let (_, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert!(
+        error.as_deref().unwrap_or("").contains("replica views"),
+        "{error:?}"
+    );
+    assert!(control.cluster().calls.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// (2) The step's seed makes the choices.
+
+#[tokio::test]
+async fn the_same_seed_strikes_the_same_node() {
+    // Two followers lag equally (t/0: n2 and n3 at 7 behind n1 at 10).
+    let struck = |seed: u64| async move {
+        let control = Scripted::new();
+        lagging_views(&control);
+        control
+            .cluster()
+            .views
+            .insert("n2".into(), vec![view(0, false, 7), view(1, true, 5)]);
+        let journal = Arc::new(Memory::default());
+        let nemesis = nemesis(&control, &journal);
+        let aim = Aim::Lagging {
+            strike: Strike::Pause,
+            whom: LagTarget::Follower,
+            watch_ms: 500,
+        };
+        let (value, _) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
+        value["node"].as_str().unwrap().to_string()
+    };
+    let mut seen = BTreeSet::new();
+    for seed in 0..16 {
+        let first = struck(seed).await;
+        assert_eq!(first, struck(seed).await, "seed {seed}");
+        seen.insert(first);
+    }
+    assert_eq!(
+        seen,
+        BTreeSet::from(["n2".to_string(), "n3".to_string()]),
+        "seeds choose among the equal lags"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// (3) heal_all restores everything the package left.
+
+#[tokio::test]
+async fn heal_all_restores_what_strikes_left() {
+    let control = Scripted::new();
+    lagging_views(&control);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    // A pause of the lagging follower n3; then (n2 lagging now) a kill of the leader n1;
+    // then an isolation of t/1's re-elected leader n2.
+    let pause = Aim::Lagging {
+        strike: Strike::Pause,
+        whom: LagTarget::Follower,
+        watch_ms: 500,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(pause, 3)).await.unwrap();
+    assert_eq!((error, &value["node"]), (None, &json!("n3")), "{value}");
+    control
+        .cluster()
+        .views
+        .insert("n2".into(), vec![view(0, false, 8), view(1, true, 5)]);
+    let kill = Aim::Lagging {
+        strike: Strike::Kill,
+        whom: LagTarget::Leader,
+        watch_ms: 500,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(kill, 3)).await.unwrap();
+    assert_eq!((error, &value["node"]), (None, &json!("n1")), "{value}");
+    let mut moved = base_roles();
+    moved.partitions[1] = partition(1, "n2", 2, &["n2"]);
+    control.script_roles(vec![base_roles(), moved]);
+    let isolate = Aim::AfterChange {
+        strike: Strike::Isolate,
+        watch_ms: 2_000,
+    };
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(isolate, 3))
+        .await
+        .unwrap();
+    assert_eq!(error, None, "{value}");
+    {
+        let cluster = control.cluster();
+        assert_eq!(cluster.paused, BTreeSet::from(["n3".to_string()]));
+        assert!(!cluster.running.contains("n1"));
+        assert_eq!(cluster.cuts.len(), 1);
+    }
+    let before = journal.completions().len();
+    let left = nemesis.heal_all().await.unwrap();
+    assert!(left.is_healed(), "{left:?}");
+    control.assert_healed();
+    let healing: Vec<Entry> = journal.completions().split_off(before);
+    assert!(
+        healing.iter().all(|e| e.value["final"] == json!(true)),
+        "{healing:?}"
+    );
+    let fs: Vec<&str> = healing.iter().map(|e| e.f.as_str()).collect();
+    assert_eq!(
+        fs,
+        vec!["stop-aimed", "stop-aimed"],
+        "the cut with the network, then the package's kill and pause"
+    );
+    assert_eq!(healing[1].value["nodes"], json!(["n1", "n3"]));
+    assert!(healing.iter().all(|e| e.error.is_none()), "{healing:?}");
+    // Nothing more to do.
+    let again = journal.completions().len();
+    nemesis.heal_all().await.unwrap();
+    assert_eq!(journal.completions().len(), again);
+}
+
+// ---------------------------------------------------------------------------------------
+// Swarm runs.
+
+const START_FS: &[(&str, PackageKind)] = &[
+    ("kill", PackageKind::Kill),
+    ("pause", PackageKind::Pause),
+    ("start-partition", PackageKind::Partition),
+];
+
+#[tokio::test]
+async fn a_swarm_acts_only_in_periods_that_let_it_and_calm_periods_are_calm() {
+    let packages = [
+        PackageKind::Kill,
+        PackageKind::Pause,
+        PackageKind::Partition,
+    ];
+    let seed = 2024;
+    let control = Scripted::new();
+    let journal = Arc::new(Memory {
+        watched: Some(control.clone()),
+        ..Memory::default()
+    });
+    let nemesis = Nemesis::new(
+        options(&packages, seed, Some(Duration::from_millis(60))),
+        control.clone(),
+        journal.clone(),
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (summary, ()) = tokio::join!(nemesis.run(stop_rx), async {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        stop_tx.send(true).unwrap();
+    });
+    let summary = summary.unwrap();
+    nemesis.heal_all().await.unwrap();
+    control.assert_healed();
+
+    let entries = journal.entries();
+    let draws: BTreeMap<u64, SwarmDraw> = entries
+        .iter()
+        .filter(|e| e.invoke && e.f == "swarm")
+        .map(|e| {
+            let period = e.value["period"].as_u64().expect("a period");
+            let draw = SwarmDraw::draw(seed, period, &packages);
+            assert_eq!(e.value, draw.value(), "the draw of the seed and period");
+            (period, draw)
+        })
+        .collect();
+    assert!(draws.len() >= 15, "{} periods", draws.len());
+    assert_eq!(
+        draws.keys().copied().collect::<Vec<_>>(),
+        (0..draws.len() as u64).collect::<Vec<_>>()
+    );
+    assert!(draws.values().any(|d| d.calm), "some period is calm");
+    assert!(draws.values().any(|d| !d.calm));
+    assert!(summary.by_f.get("swarm").copied().unwrap_or(0) >= 15);
+
+    // Every fault started in a period that lets its package act.
+    let mut starts = BTreeMap::<PackageKind, u64>::new();
+    for entry in entries.iter().filter(|e| e.invoke) {
+        if let Some((_, package)) = START_FS.iter().find(|(f, _)| *f == entry.f) {
+            let tagged = entry.value["swarm_period"].as_u64().expect("tagged");
+            assert!(
+                draws[&tagged].is_on(*package),
+                "{} in period {tagged}: {:?}",
+                entry.f,
+                draws[&tagged]
+            );
+            *starts.entry(*package).or_default() += 1;
+        }
+    }
+    assert_eq!(starts.len(), 3, "every package acted: {starts:?}");
+
+    // When a period ends, every package off in it holds nothing in the cluster: a calm
+    // period ends with nothing broken.
+    let snapshots = journal
+        .snapshots
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let mut calm_ends = 0;
+    for (period, (down, paused, cuts)) in snapshots.iter().skip(1) {
+        let ended = &draws[&(period - 1)];
+        if !ended.is_on(PackageKind::Kill) {
+            assert!(down.is_empty(), "period {}: down {down:?}", ended.period);
+        }
+        if !ended.is_on(PackageKind::Pause) {
+            assert!(
+                paused.is_empty(),
+                "period {}: paused {paused:?}",
+                ended.period
+            );
+        }
+        if !ended.is_on(PackageKind::Partition) {
+            assert_eq!(*cuts, 0, "period {}: cuts", ended.period);
+        }
+        calm_ends += usize::from(ended.calm);
+    }
+    assert!(calm_ends >= 1, "a calm period ended within the run");
+}
+
+#[tokio::test]
+async fn a_swarm_of_calm_periods_starts_nothing() {
+    // Seeds whose first periods are all calm: nothing starts.
+    let packages = [PackageKind::Kill, PackageKind::Partition];
+    let seed = (0..100_000u64)
+        .find(|seed| (0..5).all(|p| SwarmDraw::draw(*seed, p, &packages).calm))
+        .expect("a seed with five calm periods");
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = Nemesis::new(
+        options(&packages, seed, Some(Duration::from_millis(100))),
+        control.clone(),
+        journal.clone(),
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (summary, ()) = tokio::join!(nemesis.run(stop_rx), async {
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        stop_tx.send(true).unwrap();
+    });
+    summary.unwrap();
+    let fs: Vec<String> = journal.completions().into_iter().map(|e| e.f).collect();
+    assert!(
+        (3..=5).contains(&fs.len()) && fs.iter().all(|f| f == "swarm"),
+        "only the periods' draws: {fs:?}"
+    );
+    assert!(control.cluster().calls.is_empty());
+    assert!(nemesis.state().is_healed());
+}
