@@ -7,11 +7,12 @@
 //!   the old leader answers `not_leader` with a hint, as the broker does.
 //! - `Lossy`: correct, except that one acknowledged append is never stored.
 //! - `Stale`: correct writes, but reads see the log only up to a multiple of 8 records.
-//! Batches (`{"values": [...]}`) are appended together and answered with their offsets;
-//! in `Errors` mode they follow the same script as single appends.
 //! - `Errors`: node 1 leads partition 0 and answers by a script that cycles through every
 //!   error class; node 2 "leads" partition 1 and closes each connection after reading the
 //!   request; nothing listens at node 3, which "leads" partition 2. `heal` ends all that.
+//!
+//! Batches (`{"values": [...]}`) are appended together and answered with their offsets;
+//! in `Errors` mode they follow the same script as single appends.
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
