@@ -11,6 +11,7 @@
 //! min_insync_replicas = 2
 //! replica_lag_time_max_ms = 10000
 //! replica_fetch_wait_max_ms = 500
+//! replica_fetch_max_records = 500  # at most this many records per follower fetch (1..=10000)
 //! max_value_bytes = 1048576
 //!
 //! [listeners]                      # this broker's three ports, one per kind of traffic
@@ -96,6 +97,8 @@ struct RawConfig {
     replica_lag_time_max_ms: u64,
     #[serde(default = "default_replica_fetch_wait_max_ms")]
     replica_fetch_wait_max_ms: u64,
+    #[serde(default = "default_replica_fetch_max_records")]
+    replica_fetch_max_records: usize,
     #[serde(default = "default_max_value_bytes")]
     max_value_bytes: usize,
     #[serde(default)]
@@ -210,6 +213,11 @@ fn default_replica_lag_time_max_ms() -> u64 {
 fn default_replica_fetch_wait_max_ms() -> u64 {
     500
 }
+fn default_replica_fetch_max_records() -> usize {
+    500
+}
+/// The most records a leader returns to one fetch, whatever a follower asks for.
+pub const MAX_FETCH_RECORDS: usize = 10_000;
 fn default_max_value_bytes() -> usize {
     1 << 20
 }
@@ -228,6 +236,10 @@ pub struct NodeConfig {
     pub min_insync_replicas: usize,
     pub replica_lag_time_max_ms: u64,
     pub replica_fetch_wait_max_ms: u64,
+    /// At most this many records per follower fetch (Kafka bounds a fetch by bytes,
+    /// `replica.fetch.max.bytes`; records are this broker's unit). Small values make a
+    /// follower catch up in many rounds, each with its own high watermark.
+    pub replica_fetch_max_records: usize,
     pub max_value_bytes: usize,
     pub storage: StorageConfig,
     pub metadata: MetadataConfig,
@@ -307,6 +319,15 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
             format!(
                 "{} must be less than replica_lag_time_max_ms ({})",
                 raw.replica_fetch_wait_max_ms, raw.replica_lag_time_max_ms
+            ),
+        ));
+    }
+    if !(1..=MAX_FETCH_RECORDS).contains(&raw.replica_fetch_max_records) {
+        return Err(refuse(
+            "replica_fetch_max_records",
+            format!(
+                "{} is not between 1 and {MAX_FETCH_RECORDS} (a leader's most records per fetch)",
+                raw.replica_fetch_max_records
             ),
         ));
     }
@@ -390,6 +411,7 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
         min_insync_replicas: raw.min_insync_replicas,
         replica_lag_time_max_ms: raw.replica_lag_time_max_ms,
         replica_fetch_wait_max_ms: raw.replica_fetch_wait_max_ms,
+        replica_fetch_max_records: raw.replica_fetch_max_records,
         max_value_bytes: raw.max_value_bytes,
         storage: raw.storage,
         metadata,
@@ -494,6 +516,17 @@ flush_policy = { every_records = 100 }
         assert!(config.bugs.kafka_7128 && config.bugs.kafka_2143 && !config.bugs.kafka_7040);
         assert_eq!(config.truncation_mode, TruncationMode::Hw);
         assert_eq!(config.replica_lag_time_max_ms, 10_000);
+        assert_eq!(config.replica_fetch_max_records, 500);
+        let small = GOOD.replace(
+            "min_insync_replicas = 2",
+            "min_insync_replicas = 2\nreplica_fetch_max_records = 1",
+        );
+        assert_eq!(
+            NodeConfig::parse("node.toml", &small)
+                .unwrap()
+                .replica_fetch_max_records,
+            1
+        );
         assert_eq!(config.storage.flush_policy, FlushPolicy::EveryRecords(100));
         assert_eq!(config.this_broker().map(|p| p.id), Some(2));
         assert_eq!(config.metadata.voters, vec![1, 2], "first three brokers");
@@ -546,6 +579,20 @@ flush_policy = { every_records = 100 }
                     "min_insync_replicas = 2\nreplica_fetch_wait_max_ms = 20000",
                 ),
                 "key `replica_fetch_wait_max_ms`: 20000 must be less than",
+            ),
+            (
+                GOOD.replace(
+                    "min_insync_replicas = 2",
+                    "min_insync_replicas = 2\nreplica_fetch_max_records = 0",
+                ),
+                "key `replica_fetch_max_records`: 0 is not between 1 and 10000",
+            ),
+            (
+                GOOD.replace(
+                    "min_insync_replicas = 2",
+                    "min_insync_replicas = 2\nreplica_fetch_max_records = 10001",
+                ),
+                "key `replica_fetch_max_records`: 10001 is not between 1 and 10000",
             ),
             (
                 GOOD.replace("{ every_records = 100 }", "{ every_records = 0 }"),

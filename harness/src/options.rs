@@ -10,6 +10,7 @@ use nemesis::{PackageKind, TargetSpec};
 use spec::duration::parse_duration;
 use spec::{
     BackendSpec, BrokerSettings, HostsSource, NemesisSpec, Plan, SshSpec, TestSpec, WorkloadPlan,
+    WorkloadShape,
 };
 
 /// `harness test`: one test against a fresh broker cluster.
@@ -86,6 +87,26 @@ pub struct TestArgs {
     /// Replicas per partition (at most --nodes).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub replication_factor: u32,
+
+    /// Skew the clients' partition choice: partition i twice as likely as partition i+1
+    /// (as Jepsen's Kafka workload), instead of uniform.
+    #[arg(long)]
+    pub hot_partitions: bool,
+
+    /// Share of writes sent as one produce request of 2 to --batch-max values (sizes
+    /// uniform, from the seed); each value is still its own operation in the history.
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
+    pub batch_fraction: f64,
+
+    /// The largest batch of --batch-fraction.
+    #[arg(long, default_value_t = spec::spec::DEFAULT_BATCH_MAX, value_name = "N")]
+    pub batch_max: u32,
+
+    /// Create the topic with replication factor 1 and grow every partition to
+    /// --replication-factor replicas (a reassignment, recorded in the history) this long
+    /// after the clients start: `3s`. With kills it needs --nemesis-wipe false.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub grow_replication_after: Option<String>,
 
     /// All randomness comes from it; printed and stored (random when not given).
     #[arg(long)]
@@ -187,6 +208,10 @@ impl TestArgs {
             None => None,
         };
         let time_limit = positive_duration("--time-limit", &self.time_limit)?;
+        let grow_after = match &self.grow_replication_after {
+            Some(text) => Some(positive_duration("--grow-replication-after", text)?),
+            None => None,
+        };
         let plan = Plan::Workload(WorkloadPlan {
             nodes: self.nodes,
             workload: self.workload,
@@ -202,6 +227,12 @@ impl TestArgs {
             rate: self.rate,
             partitions: self.partitions,
             replication_factor: self.replication_factor,
+            shape: WorkloadShape {
+                hot_partitions: self.hot_partitions,
+                batch_fraction: self.batch_fraction,
+                batch_max: self.batch_max,
+                grow_after,
+            },
         });
         let spec = TestSpec {
             name: self
@@ -327,6 +358,25 @@ mod tests {
         prop_oneof![Just(BackendSpec::Netns), ssh]
     }
 
+    /// A shape; growing only where the plan allows it (a factor to grow to, within the
+    /// time limit, no wipes with kills), fixed up in `spec()`.
+    fn shape() -> impl Strategy<Value = WorkloadShape> {
+        (
+            any::<bool>(),
+            prop_oneof![Just(0.0), 0.0f64..=1.0, Just(1.0)],
+            prop_oneof![Just(spec::spec::DEFAULT_BATCH_MAX), 2u32..=1000],
+            proptest::option::of(duration()),
+        )
+            .prop_map(|(hot_partitions, batch_fraction, batch_max, grow_after)| {
+                WorkloadShape {
+                    hot_partitions,
+                    batch_fraction,
+                    batch_max,
+                    grow_after,
+                }
+            })
+    }
+
     fn spec() -> impl Strategy<Value = TestSpec> {
         (1u32..=32)
             .prop_flat_map(|nodes| {
@@ -352,6 +402,7 @@ mod tests {
                         proptest::option::of("[a-z/]{1,12}"),
                         "[a-z][a-z/]{0,10}",
                     ),
+                    shape(),
                 )
             })
             .prop_map(
@@ -365,7 +416,21 @@ mod tests {
                     (seed, register, name),
                     (bugs, config),
                     (backend, broker_bin, store),
+                    mut shape,
                 )| {
+                    // Growing needs a factor above 1, a start within the time limit and no
+                    // wipes with kills: otherwise the spec is refused (tested below).
+                    if replication_factor < 2 || (wipe && packages.contains(&PackageKind::Kill)) {
+                        shape.grow_after = None;
+                    }
+                    if let Some(after) = shape.grow_after {
+                        if after >= time_limit {
+                            shape.grow_after = Some(time_limit / 2);
+                        }
+                        if shape.grow_after == Some(Duration::ZERO) {
+                            shape.grow_after = None;
+                        }
+                    }
                     let workload = if register {
                         workloads::WorkloadKind::Register
                     } else {
@@ -393,6 +458,7 @@ mod tests {
                             rate: f64::from(rate_tenths) / 10.0,
                             partitions,
                             replication_factor,
+                            shape,
                         }),
                     }
                 },
@@ -471,6 +537,85 @@ mod tests {
         );
         let plain = parse(&argv(&[])).expect("valid");
         assert!(!plain.command_line().contains("swarm"));
+    }
+
+    #[test]
+    fn shape_flags_are_read_and_refused_in_their_words() {
+        let argv = |extra: &[&str]| -> Vec<String> {
+            ["harness", "test", "--seed", "3"]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let spec = parse(&argv(&[
+            "--hot-partitions",
+            "--batch-fraction",
+            "0.3",
+            "--batch-max",
+            "5",
+            "--grow-replication-after",
+            "2.5s",
+        ]))
+        .expect("valid");
+        let Plan::Workload(plan) = &spec.plan else {
+            panic!("a workload test");
+        };
+        assert_eq!(
+            plan.shape,
+            WorkloadShape {
+                hot_partitions: true,
+                batch_fraction: 0.3,
+                batch_max: 5,
+                grow_after: Some(Duration::from_millis(2500)),
+            }
+        );
+        let line = spec.command_line();
+        assert!(
+            line.ends_with(
+                "--replication-factor 3 --hot-partitions --batch-fraction 0.3 --batch-max 5 \
+                 --grow-replication-after 2500ms --seed 3"
+            ),
+            "{line}"
+        );
+        for (extra, expected) in [
+            (&["--batch-fraction", "1.5"][..], "--batch-fraction 1.5"),
+            (&["--batch-max", "1"][..], "--batch-max 1: 2 to 1000"),
+            (
+                &[
+                    "--grow-replication-after",
+                    "3s",
+                    "--replication-factor",
+                    "1",
+                ][..],
+                "needs a --replication-factor to grow to",
+            ),
+            (
+                &["--grow-replication-after", "2m"][..],
+                "is not within the --time-limit",
+            ),
+            (
+                &["--grow-replication-after", "3s", "--nemesis", "kill"][..],
+                "needs --nemesis-wipe false",
+            ),
+            (
+                &["--grow-replication-after", "0s"][..],
+                "must be a positive",
+            ),
+        ] {
+            let error = parse(&argv(extra)).expect_err(expected);
+            assert!(error.contains(expected), "{extra:?}: {error}");
+        }
+        // Kills without wipes may grow.
+        parse(&argv(&[
+            "--grow-replication-after",
+            "3s",
+            "--nemesis",
+            "kill",
+            "--nemesis-wipe",
+            "false",
+        ]))
+        .expect("no wipes");
     }
 
     #[test]

@@ -12,6 +12,14 @@
 //! lines `run: <folder>` and `verdict: <verdict>`.
 //!
 //! Healing is guaranteed: a phase that fails heals before the brokers are stopped.
+//!
+//! RF-1-then-grow (`--grow-replication-after`): the topic is created with one replica per
+//! partition, and beside the workload and the nemesis every partition is reassigned to
+//! the plan's replication factor once the delay has passed: its replica plus nodes drawn
+//! from the seed (per partition, one of the added nodes sometimes goes first, as the new
+//! preferred leader). Each request is a `grow-replication` invoke/complete pair of the
+//! `nemesis` process in the history, retried every second until it is accepted or the
+//! workload ends (an admin request may fail while the controller is cut off).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,8 +31,10 @@ use backend::Signal;
 use checkers::Verdict;
 use indicatif::{ProgressBar, ProgressStyle};
 use nemesis::schedule::ScheduleOptions;
-use nemesis::{Nemesis, NemesisOptions};
+use nemesis::{AdminAction, ClusterControl, Journal, JournalError, Nemesis, NemesisOptions};
+use rng::Rng;
 use serde::Serialize;
+use serde_json::json;
 use spec::{RunFolder, RunStats, TestSpec, WorkloadPlan};
 use tokio::sync::watch;
 use workloads::availability::probe_availability;
@@ -179,6 +189,7 @@ fn nemesis_options(plan: &WorkloadPlan, seed: u64) -> NemesisOptions {
 struct Faults {
     nemesis: Nemesis,
     journal: Arc<HistoryJournal>,
+    control: Arc<ClusterFaults>,
 }
 
 /// A workload test's phases on a defined cluster: serving, recording (workload and
@@ -196,16 +207,31 @@ async fn run_phases(
         stats.serving_secs = serve(plan, cluster).await?;
         let connector = cluster.connector(&cluster.target(TOPIC, plan.partitions))?;
         let recorder = Recorder::create(&folder.history())?;
-        let mut options = WorkloadOptions::new(plan.workload, seed);
-        options.concurrency = plan.concurrency;
-        options.rate = plan.rate;
-        options.time_limit = plan.time_limit;
+        let options = workload_options(plan, seed);
         faults = arm_nemesis(plan, seed, cluster, &recorder)?;
+        let grow = plan.shape.grow_after.map(|after| {
+            let (control, journal) = match &faults {
+                Some(faults) => (Arc::clone(&faults.control), Arc::clone(&faults.journal)),
+                None => (
+                    Arc::new(ClusterFaults::new(Arc::clone(cluster))),
+                    Arc::new(HistoryJournal::new(recorder.clone())),
+                ),
+            };
+            Grow {
+                after,
+                seed,
+                partitions: plan.partitions,
+                replication_factor: plan.replication_factor,
+                control,
+                journal,
+            }
+        });
         record(
             &*connector,
             &options,
             &recorder,
             faults.as_ref(),
+            grow.as_ref(),
             &mut stats,
         )
         .await?;
@@ -228,6 +254,27 @@ async fn run_phases(
     Ok(stats)
 }
 
+/// What the workers do: the plan's workload, rate, length and shapes.
+fn workload_options(plan: &WorkloadPlan, seed: u64) -> WorkloadOptions {
+    let mut options = WorkloadOptions::new(plan.workload, seed);
+    options.concurrency = plan.concurrency;
+    options.rate = plan.rate;
+    options.time_limit = plan.time_limit;
+    options.hot_partitions = plan.shape.hot_partitions;
+    options.batch_fraction = plan.shape.batch_fraction;
+    options.batch_max = plan.shape.batch_max;
+    options
+}
+
+/// The replication factor the topic is created with: 1 when it is to grow.
+fn initial_replication_factor(plan: &WorkloadPlan) -> u32 {
+    if plan.shape.grow_after.is_some() {
+        1
+    } else {
+        plan.replication_factor
+    }
+}
+
 /// Starts the brokers and waits until the test's topic is served; the seconds it took.
 async fn serve(plan: &WorkloadPlan, cluster: &Cluster) -> Result<f64> {
     let started = Instant::now();
@@ -237,7 +284,7 @@ async fn serve(plan: &WorkloadPlan, cluster: &Cluster) -> Result<f64> {
         name: TOPIC.to_string(),
         layout: TopicLayout::Spread {
             partitions: plan.partitions,
-            replication_factor: plan.replication_factor,
+            replication_factor: initial_replication_factor(plan),
         },
     };
     cluster
@@ -265,14 +312,143 @@ fn arm_nemesis(
     }
     let control = Arc::new(ClusterFaults::new(Arc::clone(cluster)));
     let journal = Arc::new(HistoryJournal::new(recorder.clone()));
-    let nemesis = Nemesis::new(nemesis_options(plan, seed), control, journal.clone());
+    let nemesis = Nemesis::new(
+        nemesis_options(plan, seed),
+        control.clone(),
+        journal.clone(),
+    );
     eprintln!(
         "nemesis: {} every ~{:.1} s at {}",
         plan.nemesis.list(),
         plan.nemesis.interval.as_secs_f64(),
         plan.nemesis.target_list()
     );
-    Ok(Some(Faults { nemesis, journal }))
+    Ok(Some(Faults {
+        nemesis,
+        journal,
+        control,
+    }))
+}
+
+/// RF-1-then-grow: what growing the topic needs.
+struct Grow {
+    after: Duration,
+    seed: u64,
+    partitions: u32,
+    replication_factor: u32,
+    /// The nemesis's control when there is one (it knows which nodes are paused).
+    control: Arc<ClusterFaults>,
+    journal: Arc<HistoryJournal>,
+}
+
+/// How often a refused or failed grow of a partition is tried again.
+const GROW_RETRY: Duration = Duration::from_secs(1);
+
+impl Grow {
+    /// Waits `after` (or until stopped), then grows every partition in turn, each tried
+    /// until it is accepted or the workload ends.
+    async fn run(&self, mut stopped: watch::Receiver<bool>) -> Result<(), JournalError> {
+        eprintln!(
+            "topic created with replication factor 1; growing it to {} after {:.1} s",
+            self.replication_factor,
+            self.after.as_secs_f64()
+        );
+        let stop = |stopped: &mut watch::Receiver<bool>, wait: Duration| {
+            let mut stopped = stopped.clone();
+            async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => false,
+                    _ = stopped.wait_for(|&s| s) => true,
+                }
+            }
+        };
+        if stop(&mut stopped, self.after).await {
+            return Ok(());
+        }
+        for partition in 0..self.partitions {
+            while !self.grow_partition(partition).await? {
+                if stop(&mut stopped, GROW_RETRY).await {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One attempt at growing `partition`, recorded; whether it is done (accepted, or
+    /// already at the factor).
+    async fn grow_partition(&self, partition: u32) -> Result<bool, JournalError> {
+        let f = "grow-replication";
+        let key = format!("{TOPIC}/{partition}");
+        let token = self.journal.invoke(
+            f,
+            json!({"key": key, "replication_factor": self.replication_factor}),
+        )?;
+        let mut value = serde_json::Map::new();
+        value.insert("key".into(), json!(key));
+        let roles = self.control.roles().await;
+        let current = roles
+            .as_ref()
+            .and_then(|r| r.partition(TOPIC, partition))
+            .map(|p| p.replicas.clone())
+            .filter(|replicas| !replicas.is_empty());
+        let (done, error) = match (roles, current) {
+            (Some(roles), Some(current)) => {
+                let mut rng = Rng::derive(self.seed, "grow-replication", u64::from(partition));
+                let replicas = grown(&current, &roles.nodes, self.replication_factor, &mut rng);
+                value.insert("from".into(), json!(current));
+                value.insert("to".into(), json!(replicas));
+                if replicas == current {
+                    (true, None)
+                } else {
+                    let action = AdminAction::Reassign {
+                        topic: TOPIC.to_string(),
+                        partition,
+                        replicas,
+                    };
+                    match self.control.admin(&action).await {
+                        Ok(answer) => {
+                            value.insert("answer".into(), answer);
+                            (true, None)
+                        }
+                        Err(error) => (false, Some(format!("reassign failed: {error}"))),
+                    }
+                }
+            }
+            _ => (
+                false,
+                Some(format!("no-target: the metadata does not show {key}")),
+            ),
+        };
+        self.journal
+            .complete(token, f, serde_json::Value::Object(value), error)?;
+        Ok(done)
+    }
+}
+
+/// `current` grown to `factor` replicas with nodes not among them, drawn from `rng`; half
+/// the time the first added node goes first (the new preferred leader, KAFKA-1561's
+/// shape), otherwise the current replicas keep their places. Unchanged when it already
+/// has `factor` replicas or no node is left to add.
+fn grown(current: &[String], nodes: &[String], factor: u32, rng: &mut Rng) -> Vec<String> {
+    let mut spare: Vec<String> = nodes
+        .iter()
+        .filter(|node| !current.contains(node))
+        .cloned()
+        .collect();
+    rng.shuffle(&mut spare);
+    let missing = (factor as usize).saturating_sub(current.len());
+    let added: Vec<String> = spare.into_iter().take(missing).collect();
+    let mut replicas = current.to_vec();
+    if added.is_empty() {
+        return replicas;
+    }
+    if rng.percent(50) {
+        replicas.splice(0..0, added);
+    } else {
+        replicas.extend(added);
+    }
+    replicas
 }
 
 /// The workload and the nemesis side by side until the time limit; the nemesis stops
@@ -282,6 +458,7 @@ async fn record(
     options: &WorkloadOptions,
     recorder: &Recorder,
     faults: Option<&Faults>,
+    grow: Option<&Grow>,
     stats: &mut RunStats,
 ) -> Result<()> {
     let progress = spawn_progress(recorder, options.time_limit);
@@ -292,18 +469,26 @@ async fn record(
         let _ = stop_nemesis.send(true);
         ran
     };
+    let grow_stopped = nemesis_stopped.clone();
     let nemesis_done = async {
         match faults {
             Some(faults) => Some(faults.nemesis.run(nemesis_stopped).await),
             None => None,
         }
     };
-    let (ran, faulted) = tokio::join!(workload_done, nemesis_done);
+    let grow_done = async {
+        match grow {
+            Some(grow) => grow.run(grow_stopped).await,
+            None => Ok(()),
+        }
+    };
+    let (ran, faulted, grew) = tokio::join!(workload_done, nemesis_done, grow_done);
     progress.finish_and_clear();
     let ran = ran?;
     if let Some(Err(error)) = faulted {
         return Err(error).context("the nemesis could not record its operations");
     }
+    grew.context("the replication growth could not be recorded")?;
     stats.workload_secs = ran.elapsed.as_secs_f64();
     stats.ops = ran.ops;
     stats.ok = ran.ok;
@@ -521,4 +706,63 @@ fn spawn_progress(recorder: &Recorder, limit: Duration) -> ProgressBar {
         }
     });
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_partition_grows_with_new_nodes_from_the_seed() {
+        let nodes = names(&["n1", "n2", "n3", "n4", "n5"]);
+        let mut firsts = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let draw = |seed| grown(&names(&["n2"]), &nodes, 3, &mut Rng::new(seed));
+            let replicas = draw(seed);
+            assert_eq!(replicas, draw(seed), "the same seed, the same growth");
+            assert_eq!(replicas.len(), 3);
+            assert!(replicas.contains(&"n2".to_string()));
+            let distinct: std::collections::BTreeSet<_> = replicas.iter().collect();
+            assert_eq!(distinct.len(), 3, "{replicas:?}");
+            firsts.insert(replicas[0] == "n2");
+        }
+        // Sometimes the old replica stays preferred, sometimes a new one leads.
+        assert_eq!(firsts.len(), 2);
+        // Already grown, or nothing to add: unchanged.
+        let full = names(&["n1", "n2", "n3"]);
+        assert_eq!(grown(&full, &nodes, 3, &mut Rng::new(1)), full);
+        assert_eq!(
+            grown(&full, &full, 5, &mut Rng::new(1)),
+            full,
+            "no spare node"
+        );
+    }
+
+    #[test]
+    fn a_growing_plan_creates_its_topic_with_one_replica() {
+        let mut plan = WorkloadPlan {
+            nodes: 3,
+            workload: workloads::WorkloadKind::Log,
+            nemesis: spec::NemesisSpec::default(),
+            time_limit: Duration::from_secs(20),
+            concurrency: 4,
+            rate: 100.0,
+            partitions: 2,
+            replication_factor: 3,
+            shape: spec::WorkloadShape::default(),
+        };
+        assert_eq!(initial_replication_factor(&plan), 3);
+        plan.shape.grow_after = Some(Duration::from_secs(3));
+        plan.shape.hot_partitions = true;
+        plan.shape.batch_fraction = 0.25;
+        plan.shape.batch_max = 4;
+        assert_eq!(initial_replication_factor(&plan), 1);
+        let options = workload_options(&plan, 9);
+        assert!(options.hot_partitions);
+        assert_eq!((options.batch_fraction, options.batch_max), (0.25, 4));
+    }
 }

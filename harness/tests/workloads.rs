@@ -10,6 +10,9 @@
 //! - `Errors`: node 1 leads partition 0 and answers by a script that cycles through every
 //!   error class; node 2 "leads" partition 1 and closes each connection after reading the
 //!   request; nothing listens at node 3, which "leads" partition 2. `heal` ends all that.
+//!
+//! Batches (`{"values": [...]}`) are appended together and answered with their offsets;
+//! in `Errors` mode they follow the same script as single appends.
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -55,6 +58,8 @@ struct FakeState {
     produce_script: u64,
     read_script: u64,
     healed: bool,
+    /// The values of every batch request that reached a leader, in arrival order.
+    batches: Vec<Vec<Value>>,
 }
 
 struct Fake {
@@ -134,7 +139,8 @@ async fn produce(
 fn produce_now(fake: &Fake, me: u32, topic: &str, partition: u32, body: &Value) -> Answer {
     assert_eq!(body["acks"], json!("all"), "appends must ask for acks=all");
     assert!(body["timeout_ms"].as_u64().is_some_and(|ms| ms > 0));
-    let value = body["value"].clone();
+    let batch = body.get("values").and_then(Value::as_array).cloned();
+    let values = batch.clone().unwrap_or_else(|| vec![body["value"].clone()]);
     let p = partition as usize;
     let mut state = fake.lock();
     if topic != TOPIC || p >= state.logs.len() {
@@ -153,6 +159,14 @@ fn produce_now(fake: &Fake, me: u32, topic: &str, partition: u32, body: &Value) 
         ));
     }
     let offset = state.logs[p].len();
+    if let Some(batch) = &batch {
+        state.batches.push(batch.clone());
+    }
+    let append_all = |state: &mut FakeState| {
+        for value in &values {
+            state.logs[p].push(Some(value.clone()));
+        }
+    };
     if fake.mode == Mode::Errors && !state.healed && p == 0 {
         let step = state.produce_script % 10;
         state.produce_script += 1;
@@ -167,7 +181,7 @@ fn produce_now(fake: &Fake, me: u32, topic: &str, partition: u32, body: &Value) 
             }
             2 => return Answer::Now(error(unavailable, "not_enough_replicas", Some(1))),
             3 => {
-                state.logs[p].push(Some(value));
+                append_all(&mut state);
                 return Answer::Now(error(StatusCode::GATEWAY_TIMEOUT, "timeout", Some(1)));
             }
             4 => {
@@ -178,7 +192,7 @@ fn produce_now(fake: &Fake, me: u32, topic: &str, partition: u32, body: &Value) 
                 ))
             }
             5 => {
-                state.logs[p].push(Some(value));
+                append_all(&mut state);
                 return Answer::Now(error(unavailable, "leadership_lost", None));
             }
             6 => {
@@ -189,12 +203,12 @@ fn produce_now(fake: &Fake, me: u32, topic: &str, partition: u32, body: &Value) 
                 ))
             }
             7 => {
-                state.logs[p].push(Some(value));
+                append_all(&mut state);
                 return Answer::Hang;
             }
             8 => return Answer::Now((StatusCode::INTERNAL_SERVER_ERROR, "oops").into_response()),
             9 => {
-                state.logs[p].push(Some(value));
+                append_all(&mut state);
                 return Answer::Now((StatusCode::OK, "{\"offs").into_response());
             }
             _ => {}
@@ -202,7 +216,10 @@ fn produce_now(fake: &Fake, me: u32, topic: &str, partition: u32, body: &Value) 
     }
     state.produces += 1;
     let lose = matches!(fake.mode, Mode::Lossy { lose_produce } if lose_produce == state.produces);
-    state.logs[p].push(if lose { None } else { Some(value) });
+    for (i, value) in values.iter().enumerate() {
+        let lost = lose && i == 0;
+        state.logs[p].push(if lost { None } else { Some(value.clone()) });
+    }
     if let Mode::Correct {
         move_leader_every: Some(every),
     } = fake.mode
@@ -214,7 +231,11 @@ fn produce_now(fake: &Fake, me: u32, topic: &str, partition: u32, body: &Value) 
             }
         }
     }
-    Answer::Now(Json(json!({"offset": offset})).into_response())
+    let answer = match batch {
+        Some(batch) => json!({"offsets": (offset..offset + batch.len()).collect::<Vec<_>>()}),
+        None => json!({"offset": offset}),
+    };
+    Answer::Now(Json(answer).into_response())
 }
 
 async fn read(
@@ -353,6 +374,7 @@ impl FakeCluster {
                 produce_script: 0,
                 read_script: 0,
                 healed: false,
+                batches: Vec::new(),
             }),
             resets: AtomicU64::new(0),
         });
@@ -458,7 +480,12 @@ async fn run(cluster: &FakeCluster, options: &WorkloadOptions, path: &Path) -> H
         .await
         .expect("workload runs");
     let per_worker = options.ops_per_worker.expect("an op limit");
-    assert_eq!(stats.ops, per_worker * options.concurrency as u64);
+    if options.batch_fraction == 0.0 {
+        assert_eq!(stats.ops, per_worker * options.concurrency as u64);
+    } else {
+        // A batch is one planned operation and one recorded operation per value.
+        assert!(stats.ops > per_worker * options.concurrency as u64);
+    }
     let finals = final_reads(
         &*cluster.connector,
         options,
@@ -920,6 +947,194 @@ async fn the_history_reads_back_after_the_recorder_is_dropped_mid_run() {
     assert_eq!(history.torn_tail, None);
     let operations = pair(&history).expect("history pairs");
     assert!(operations.len() >= 200);
+    let report = check_log(&history).expect("well-formed log history");
+    assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.anomalies);
+}
+
+/// A worker's appends in invocation order: (process, value) of each invoke, and its
+/// completion (type, error, offset).
+type Append = (u64, i64, OpType, Option<Value>, Option<u64>);
+
+fn appends_by_worker(history: &History, concurrency: u64) -> BTreeMap<u64, Vec<Append>> {
+    let operations = pair(history).expect("history pairs");
+    let mut by_worker: BTreeMap<u64, Vec<Append>> = BTreeMap::new();
+    for operation in operations {
+        let invoke = &history.ops[operation.invoke];
+        let Process::Client(p) = invoke.process else {
+            continue;
+        };
+        if invoke.f != "append" || invoke.value.get("value").is_none() {
+            continue;
+        }
+        let Some(value) = invoke.value["value"].as_i64() else {
+            continue;
+        };
+        if value < 0 {
+            continue;
+        }
+        let done = &history.ops[operation.completion.expect("completed")];
+        by_worker.entry(p % concurrency).or_default().push((
+            p,
+            value,
+            done.kind,
+            done.error.clone(),
+            done.value["offset"].as_u64(),
+        ));
+    }
+    by_worker
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_and_hot_partitions_record_one_append_per_value_and_stay_valid() {
+    let cluster = FakeCluster::start(
+        Mode::Correct {
+            move_leader_every: Some(40),
+        },
+        4,
+    )
+    .await;
+    let scratch = Scratch::new("log-batches");
+    let options = WorkloadOptions {
+        hot_partitions: true,
+        batch_fraction: 0.4,
+        batch_max: 6,
+        ..options(WorkloadKind::Log, 21)
+    };
+    let history = run(&cluster, &options, &scratch.history()).await;
+    let report = check_log(&history).expect("well-formed log history");
+    assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.anomalies);
+
+    // Every value is appended once, in one append op of its own.
+    let mut values = HashSet::new();
+    let mut per_key: BTreeMap<String, u64> = BTreeMap::new();
+    for op in history
+        .ops
+        .iter()
+        .filter(|op| op.f == "append" && op.kind == OpType::Invoke)
+    {
+        let value = op.value["value"].as_i64().expect("an integer");
+        if value >= 0 {
+            assert!(values.insert(value), "{value} appended twice");
+            *per_key
+                .entry(op.value["key"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    // Each batch the fake received is that many appends of its values, by processes
+    // p, p + 4, p + 8, ... of one worker, completed ok at consecutive offsets.
+    let batches = cluster.fake.lock().batches.clone();
+    assert!(batches.len() > 20, "{} batches", batches.len());
+    assert!(batches.iter().all(|b| (2..=6).contains(&b.len())));
+    let appends = appends_by_worker(&history, 4);
+    for batch in &batches {
+        let first = batch[0].as_i64().unwrap();
+        let ops = &appends[&((first % 4) as u64)];
+        let at = ops
+            .iter()
+            .position(|a| a.1 == first)
+            .expect("batch recorded");
+        let recorded = &ops[at..at + batch.len()];
+        for (i, (process, value, kind, error, offset)) in recorded.iter().enumerate() {
+            assert_eq!(json!(value), batch[i]);
+            assert_eq!(*process, recorded[0].0 + 4 * i as u64);
+            assert_eq!((*kind, error), (OpType::Ok, &None));
+            assert_eq!(*offset, recorded[0].4.map(|o| o + i as u64));
+        }
+    }
+    // Hot partitions: partition 0 takes the most appends, partition 3 the fewest.
+    let count = |p: u32| per_key.get(&format!("t/{p}")).copied().unwrap_or(0);
+    assert!(
+        count(0) > count(1) && count(1) > count(3),
+        "appends per key: {per_key:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_gives_each_of_its_appends_the_error() {
+    let cluster = FakeCluster::start(Mode::Errors, 3).await;
+    let scratch = Scratch::new("batch-errors");
+    let path = scratch.history();
+    let recorder = Recorder::create(&path).expect("recorder");
+    let concurrency = 3;
+    // Every write a batch of exactly two: each worker's appends pair up in order.
+    let options = WorkloadOptions {
+        concurrency,
+        rate: 0.0,
+        time_limit: Duration::from_secs(60),
+        ops_per_worker: None,
+        request_timeout: Duration::from_millis(300),
+        read_fraction: 0.0,
+        batch_fraction: 1.0,
+        batch_max: 2,
+        ..WorkloadOptions::new(WorkloadKind::Log, 8)
+    };
+    let (stopper, stop) = stop_signal();
+    let run = {
+        let (connector, options, recorder) = (
+            Arc::clone(&cluster.connector),
+            options.clone(),
+            recorder.clone(),
+        );
+        tokio::spawn(async move { run_workload(&*connector, &options, &recorder, &stop).await })
+    };
+    wait_until(Duration::from_secs(30), "two cycles of the script", || {
+        cluster.fake.lock().produce_script >= 20
+    })
+    .await;
+    stopper.stop();
+    let stats = run.await.expect("run task").expect("workload runs");
+    assert!(
+        stats.info > 0 && stats.fail > 0 && stats.ok > 0,
+        "{stats:?}"
+    );
+    assert_eq!(stats.processes, concurrency as u64 + stats.info);
+    cluster.heal();
+    let finals = final_reads(
+        &*cluster.connector,
+        &options,
+        &recorder,
+        Duration::from_secs(20),
+    )
+    .await
+    .expect("final reads");
+    assert!(finals.complete(), "{finals:?}");
+    recorder.finish().expect("finished");
+    let (history, _) = read_history(&path, None).expect("history reads back");
+    let c = concurrency as u64;
+    let mut codes = BTreeSet::new();
+    for (worker, appends) in appends_by_worker(&history, c) {
+        let mut expected_process = worker;
+        for pair in appends.chunks_exact(2) {
+            let [(p0, v0, k0, e0, o0), (p1, v1, k1, e1, o1)] = pair else {
+                unreachable!("chunks of two");
+            };
+            assert_eq!((*p0, *p1), (expected_process, expected_process + c));
+            assert_eq!(*v1, v0 + c as i64, "a batch takes consecutive values");
+            assert_eq!((k0, e0), (k1, e1), "one outcome for the whole batch");
+            match e0 {
+                None => assert_eq!(o1, &o0.map(|o| o + 1)),
+                Some(error) => {
+                    let code = error.as_str().unwrap();
+                    codes.insert(code.to_string());
+                    let kind = match expected_outcome("append", code) {
+                        Outcome::Fail => OpType::Fail,
+                        _ => OpType::Info,
+                    };
+                    assert_eq!(*k0, kind, "{code}");
+                    assert_eq!((o0, o1), (&None, &None));
+                }
+            }
+            if *k0 == OpType::Info {
+                expected_process += 2 * c;
+            }
+        }
+    }
+    for code in ["not_leader", "timeout", "connect_failed", "bad_response"] {
+        assert!(
+            codes.contains(code),
+            "no batch ended with {code}: {codes:?}"
+        );
+    }
     let report = check_log(&history).expect("well-formed log history");
     assert_eq!(report.verdict, Verdict::Valid, "{:#?}", report.anomalies);
 }

@@ -158,6 +158,7 @@ pub(crate) mod testing {
                 rate: 10.0,
                 partitions: 1,
                 replication_factor: 3,
+                shape: Default::default(),
             }),
         };
         record(spec, command, title)

@@ -79,7 +79,7 @@ pub struct NightlyRun {
     pub id: String,
     pub kind: RunKind,
     /// What is compared across nights: the matrix cell (`log nemesis=kill,partition
-    /// nodes=5 rf=3 profile=default`) or the scenario and mode (`KAFKA-7128 buggy`).
+    /// nodes=5 rf=3 min-isr=2`) or the scenario and mode (`KAFKA-7128 buggy`).
     pub key: String,
     /// The run's options in a line, for people.
     pub description: String,

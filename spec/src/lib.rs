@@ -17,5 +17,5 @@ pub use folder::{
 };
 pub use spec::{
     BackendSpec, BrokerSettings, HostsSource, Mode, NemesisSpec, Plan, ScenarioPlan, SpecError,
-    SshSpec, TestSpec, WorkloadPlan,
+    SshSpec, TestSpec, WorkloadPlan, WorkloadShape,
 };

@@ -63,6 +63,43 @@ pub struct WorkloadPlan {
     pub rate: f64,
     pub partitions: u32,
     pub replication_factor: u32,
+    /// The workload's shapes (hot partitions, batches, RF-1-then-grow); the defaults are
+    /// the plain workload (and what a `test.json` written before them reads as).
+    #[serde(default)]
+    pub shape: WorkloadShape,
+}
+
+/// How a workload leans on the cluster beyond its rate and size: all off by default,
+/// and a plan without them runs exactly the operations it always ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkloadShape {
+    /// Partition `i` twice as likely as `i + 1` (Jepsen's Kafka workload), instead of
+    /// uniform.
+    pub hot_partitions: bool,
+    /// Share of writes sent as one request of 2 to `batch_max` values (each still its own
+    /// operation in the history).
+    pub batch_fraction: f64,
+    pub batch_max: u32,
+    /// Create the topic with replication factor 1 and reassign every partition to
+    /// `replication_factor` replicas this long after the workload starts (`None`: created
+    /// with its replication factor).
+    #[serde(with = "opt_secs")]
+    pub grow_after: Option<Duration>,
+}
+
+/// The largest batch when none is named.
+pub const DEFAULT_BATCH_MAX: u32 = workloads::DEFAULT_BATCH_MAX;
+
+impl Default for WorkloadShape {
+    fn default() -> Self {
+        WorkloadShape {
+            hot_partitions: false,
+            batch_fraction: 0.0,
+            batch_max: DEFAULT_BATCH_MAX,
+            grow_after: None,
+        }
+    }
 }
 
 /// The faults of a workload test.
@@ -238,6 +275,45 @@ impl TestSpec {
                 "--rate must be 0 (unlimited) or a positive number of operations per second".into(),
             );
         }
+        let shape = &plan.shape;
+        if !(0.0..=1.0).contains(&shape.batch_fraction) {
+            return fail(format!(
+                "--batch-fraction {}: a share between 0 and 1",
+                shape.batch_fraction
+            ));
+        }
+        if !(2..=workloads::generator::MAX_BATCH).contains(&shape.batch_max) {
+            return fail(format!(
+                "--batch-max {}: 2 to {}",
+                shape.batch_max,
+                workloads::generator::MAX_BATCH
+            ));
+        }
+        if let Some(after) = shape.grow_after {
+            if plan.replication_factor < 2 {
+                return fail(format!(
+                    "--grow-replication-after needs a --replication-factor to grow to (2 or \
+                     more), not {}",
+                    plan.replication_factor
+                ));
+            }
+            if after >= plan.time_limit {
+                return fail(format!(
+                    "--grow-replication-after {} is not within the --time-limit {}",
+                    format_duration(after),
+                    format_duration(plan.time_limit)
+                ));
+            }
+            // A partition's only copy wiped is an acknowledged write lost by design.
+            if plan.nemesis.wipe && plan.nemesis.packages.contains(&PackageKind::Kill) {
+                return fail(
+                    "--grow-replication-after with kills needs --nemesis-wipe false: a node \
+                     wiped while it holds a partition's only replica loses acknowledged \
+                     writes on a correct broker too"
+                        .into(),
+                );
+            }
+        }
         if plan.nemesis.interval.is_zero() {
             return fail("--nemesis-interval must be a positive duration".into());
         }
@@ -297,6 +373,7 @@ impl TestSpec {
                     "replication-factor",
                     plan.replication_factor.to_string(),
                 );
+                plan.shape.argv(&mut argv);
                 flag(&mut argv, "seed", self.seed.to_string());
                 for bug in &self.brokers.bugs {
                     flag(&mut argv, "bug", bug.clone());
@@ -356,6 +433,24 @@ impl TestSpec {
         }
         if ssh.remote_dir != Path::new(DEFAULT_REMOTE_DIR) {
             argv.extend(["--remote-dir".to_string(), path_word(&ssh.remote_dir)]);
+        }
+    }
+}
+
+impl WorkloadShape {
+    /// The shape's flags, only those that differ from the plain workload.
+    fn argv(&self, argv: &mut Vec<String>) {
+        if self.hot_partitions {
+            argv.push("--hot-partitions".into());
+        }
+        if self.batch_fraction != 0.0 {
+            argv.extend(["--batch-fraction".into(), self.batch_fraction.to_string()]);
+        }
+        if self.batch_max != DEFAULT_BATCH_MAX {
+            argv.extend(["--batch-max".into(), self.batch_max.to_string()]);
+        }
+        if let Some(after) = self.grow_after {
+            argv.extend(["--grow-replication-after".into(), format_duration(after)]);
         }
     }
 }

@@ -12,8 +12,18 @@
 //! workers' streams are unrelated rather than shifted copies of one another).
 //!
 //! Written values are unique across the whole run without coordination: worker `w`'s
-//! `k`-th write carries `w + k * concurrency`. Every value the workers write is thus
-//! non-negative; negative values are free for other writers (availability probes).
+//! `k`-th write carries `w + k * concurrency` (a batch of `n` takes `n` consecutive
+//! `k`s). Every value the workers write is thus non-negative; negative values are free
+//! for other writers (availability probes).
+//!
+//! Workload shapes, both off by default, and drawing nothing from the stream when off, so
+//! that a seed gives the same operations it gave before they existed:
+//!
+//! - **hot partitions**: partition `i` is twice as likely as partition `i + 1` (Jepsen's
+//!   Kafka workload skews its keys so), so that a few partitions take most of the
+//!   traffic, and their replicas are busy when faults strike;
+//! - **batches**: a share of the writes are batches of 2 to `batch_max` values
+//!   (uniform), sent in one request and appended at consecutive offsets.
 
 use rng::Rng;
 use std::time::{Duration, Instant};
@@ -30,11 +40,20 @@ pub struct GeneratorOptions {
     pub read_fraction: f64,
     /// No operation starts after this much time from the start.
     pub time_limit: Duration,
-    /// Partitions (keys) operations choose from, uniformly.
+    /// Partitions (keys) operations choose from, uniformly unless `hot_partitions`.
     pub partitions: u32,
     /// At most this many operations per worker (`None`: until the time limit).
     pub ops_per_worker: Option<u64>,
+    /// Partition `i` twice as likely as `i + 1` instead of uniform.
+    pub hot_partitions: bool,
+    /// Share of writes sent as a batch, 0.0 to 1.0.
+    pub batch_fraction: f64,
+    /// Largest batch (at least 2 when `batch_fraction` is above 0).
+    pub batch_max: u32,
 }
+
+/// The largest batch the generator plans (the broker takes up to 10,000 per request).
+pub const MAX_BATCH: u32 = 1000;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GeneratorError {
@@ -46,24 +65,67 @@ pub enum GeneratorError {
     ReadFraction(f64),
     #[error("rate must be a finite number of operations per second, 0 or more, not {0}")]
     Rate(f64),
+    #[error("batch fraction must be between 0 and 1, not {0}")]
+    BatchFraction(f64),
+    #[error("largest batch must be between 2 and {MAX_BATCH}, not {0}")]
+    BatchMax(u32),
     #[error("worker {worker} does not exist (concurrency {concurrency})")]
     NoSuchWorker { worker: usize, concurrency: usize },
 }
 
 /// One operation a worker is to perform. The workload turns it into requests and history
-/// entries: a `Write` is an `append` in the log workload and a `write` in the register one.
+/// entries: a `Write` is an `append` in the log workload and a `write` in the register one;
+/// a `Batch` is one request carrying several values, each recorded as its own write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PlannedOp {
     Write { partition: u32, value: i64 },
+    Batch { partition: u32, values: BatchValues },
     Read { partition: u32 },
 }
 
 impl PlannedOp {
     pub fn partition(&self) -> u32 {
         match *self {
-            PlannedOp::Write { partition, .. } | PlannedOp::Read { partition } => partition,
+            PlannedOp::Write { partition, .. }
+            | PlannedOp::Batch { partition, .. }
+            | PlannedOp::Read { partition } => partition,
         }
     }
+
+    /// The values this operation writes, in order (none for a read).
+    pub fn values(&self) -> Vec<i64> {
+        match *self {
+            PlannedOp::Write { value, .. } => vec![value],
+            PlannedOp::Batch { values, .. } => values.iter().collect(),
+            PlannedOp::Read { .. } => Vec::new(),
+        }
+    }
+}
+
+/// The values of a batch: `count` values from `first`, `stride` apart (the worker's own
+/// sequence of values, so they are unique like single writes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchValues {
+    pub first: i64,
+    pub stride: i64,
+    pub count: u32,
+}
+
+impl BatchValues {
+    pub fn iter(&self) -> impl Iterator<Item = i64> {
+        let BatchValues {
+            first,
+            stride,
+            count,
+        } = *self;
+        (0..i64::from(count)).map(move |i| first.saturating_add(i.saturating_mul(stride)))
+    }
+}
+
+/// A share in 32-bit fixed point, compared with the top 32 bits of a draw: 1.0 always, 0.0
+/// never.
+fn threshold(share: f64) -> u64 {
+    (share * f64::from(1u32 << 31) * 2.0) as u64
 }
 
 /// Validated options, ready to hand each worker its plan.
@@ -87,6 +149,12 @@ impl Generator {
         if !options.rate.is_finite() || options.rate < 0.0 {
             return Err(GeneratorError::Rate(options.rate));
         }
+        if !(0.0..=1.0).contains(&options.batch_fraction) {
+            return Err(GeneratorError::BatchFraction(options.batch_fraction));
+        }
+        if options.batch_fraction > 0.0 && !(2..=MAX_BATCH).contains(&options.batch_max) {
+            return Err(GeneratorError::BatchMax(options.batch_max));
+        }
         let mut root = Rng::new(options.seed);
         let worker_seeds = (0..options.concurrency).map(|_| root.next_u64()).collect();
         Ok(Generator {
@@ -108,15 +176,16 @@ impl Generator {
                 worker,
                 concurrency: self.options.concurrency,
             })?;
-        // The read threshold in 32-bit fixed point: 1.0 reads always, 0.0 never.
-        let read_threshold = (self.options.read_fraction * f64::from(1u32 << 31) * 2.0) as u64;
         Ok(WorkerOps {
             rng: Rng::new(seed),
             first_value: worker as i64,
             stride: self.options.concurrency as i64,
             writes: 0,
-            read_threshold,
+            read_threshold: threshold(self.options.read_fraction),
             partitions: self.options.partitions,
+            hot_partitions: self.options.hot_partitions,
+            batch_threshold: threshold(self.options.batch_fraction),
+            batch_max: self.options.batch_max,
         })
     }
 
@@ -161,20 +230,61 @@ pub struct WorkerOps {
     writes: i64,
     read_threshold: u64,
     partitions: u32,
+    hot_partitions: bool,
+    /// 0: no batches, and no draw for them.
+    batch_threshold: u64,
+    batch_max: u32,
 }
 
 impl WorkerOps {
     pub fn next_op(&mut self) -> PlannedOp {
         let is_read = (self.rng.next_u64() >> 32) < self.read_threshold;
-        let partition = self.rng.below(u64::from(self.partitions)) as u32;
+        let partition = if self.hot_partitions {
+            skewed(&mut self.rng, self.partitions)
+        } else {
+            self.rng.below(u64::from(self.partitions)) as u32
+        };
         if is_read {
             return PlannedOp::Read { partition };
         }
-        let value = self
+        let count =
+            if self.batch_threshold > 0 && (self.rng.next_u64() >> 32) < self.batch_threshold {
+                self.rng.between(2, u64::from(self.batch_max)) as u32
+            } else {
+                1
+            };
+        let first = self
             .first_value
             .saturating_add(self.writes.saturating_mul(self.stride));
-        self.writes += 1;
-        PlannedOp::Write { partition, value }
+        self.writes += i64::from(count);
+        if count == 1 {
+            return PlannedOp::Write {
+                partition,
+                value: first,
+            };
+        }
+        PlannedOp::Batch {
+            partition,
+            values: BatchValues {
+                first,
+                stride: self.stride,
+                count,
+            },
+        }
+    }
+}
+
+/// A partition in `0..partitions` with `i` twice as likely as `i + 1`: the number of
+/// trailing zeros of a draw is `i` with probability 2^-(i+1); a draw at or beyond
+/// `partitions` is drawn again, which leaves the ratios exact (partitions past 63 are
+/// never chosen: their share is below 2^-64).
+fn skewed(rng: &mut Rng, partitions: u32) -> u32 {
+    let limit = partitions.min(64);
+    loop {
+        let zeros = rng.next_u64().trailing_zeros();
+        if zeros < limit {
+            return zeros;
+        }
     }
 }
 
@@ -240,6 +350,9 @@ mod tests {
             time_limit: Duration::from_secs(60),
             partitions: 3,
             ops_per_worker: None,
+            hot_partitions: false,
+            batch_fraction: 0.0,
+            batch_max: 10,
         }
     }
 
@@ -274,6 +387,7 @@ mod tests {
                         assert!(value >= 0);
                         assert!(values.insert(value), "value {value} written twice");
                     }
+                    PlannedOp::Batch { .. } => panic!("no batches unless asked: {op:?}"),
                     PlannedOp::Read { .. } => reads += 1,
                 }
             }
@@ -281,6 +395,156 @@ mod tests {
         assert_eq!(partitions, HashSet::from([0, 1, 2]));
         // About half reads (20,000 draws: far more than 3 sigma inside these bounds).
         assert!((9_000..11_000).contains(&reads), "{reads} reads");
+    }
+
+    /// The sequence as the generator drew it before hot partitions and batches existed:
+    /// read or not, then a uniform partition, from each worker's own seed.
+    fn plain_ops(options: &GeneratorOptions, worker: usize, n: usize) -> Vec<PlannedOp> {
+        let mut root = Rng::new(options.seed);
+        let seed = (0..=worker).map(|_| root.next_u64()).last().unwrap();
+        let mut rng = Rng::new(seed);
+        let threshold = (options.read_fraction * f64::from(1u32 << 31) * 2.0) as u64;
+        let mut writes = 0i64;
+        (0..n)
+            .map(|_| {
+                let is_read = (rng.next_u64() >> 32) < threshold;
+                let partition = rng.below(u64::from(options.partitions)) as u32;
+                if is_read {
+                    PlannedOp::Read { partition }
+                } else {
+                    let value = worker as i64 + writes * options.concurrency as i64;
+                    writes += 1;
+                    PlannedOp::Write { partition, value }
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn with_the_shapes_off_a_seed_gives_the_ops_it_always_gave() {
+        for seed in [0, 42, 1 << 40] {
+            let plain = options(seed);
+            // A batch size set but no batch share: still the plain sequence.
+            let generator = Generator::new(GeneratorOptions {
+                batch_max: 50,
+                ..plain.clone()
+            })
+            .unwrap();
+            for w in 0..4 {
+                assert_eq!(take(&generator, w, 2000), plain_ops(&plain, w, 2000));
+            }
+        }
+        // And the shapes do change it.
+        let hot = Generator::new(GeneratorOptions {
+            hot_partitions: true,
+            ..options(42)
+        })
+        .unwrap();
+        assert_ne!(take(&hot, 0, 200), plain_ops(&options(42), 0, 200));
+    }
+
+    #[test]
+    fn hot_partitions_halve_from_one_partition_to_the_next() {
+        let partitions = 6;
+        let generator = Generator::new(GeneratorOptions {
+            hot_partitions: true,
+            partitions,
+            ..options(11)
+        })
+        .unwrap();
+        let mut counts = vec![0u64; partitions as usize];
+        let draws = 4 * 50_000;
+        for w in 0..4 {
+            for op in take(&generator, w, 50_000) {
+                counts[op.partition() as usize] += 1;
+            }
+        }
+        // p(i) = 2^(5-i) / 63.
+        for (i, &count) in counts.iter().enumerate() {
+            let expected = draws as f64 * f64::from(1u32 << (5 - i)) / 63.0;
+            let sigma = (expected * (1.0 - expected / draws as f64)).sqrt();
+            assert!(
+                (count as f64 - expected).abs() < 5.0 * sigma,
+                "partition {i}: {count} draws, expected about {expected:.0} ({counts:?})"
+            );
+        }
+        // The same seed, the same skewed sequence; a single partition is always 0.
+        let again = Generator::new(GeneratorOptions {
+            hot_partitions: true,
+            partitions,
+            ..options(11)
+        })
+        .unwrap();
+        assert_eq!(take(&generator, 2, 1000), take(&again, 2, 1000));
+        let one = Generator::new(GeneratorOptions {
+            hot_partitions: true,
+            partitions: 1,
+            ..options(11)
+        })
+        .unwrap();
+        assert!(take(&one, 0, 500).iter().all(|op| op.partition() == 0));
+        // Many partitions: the first ones only, never out of range.
+        let many = Generator::new(GeneratorOptions {
+            hot_partitions: true,
+            partitions: 1000,
+            ..options(11)
+        })
+        .unwrap();
+        assert!(take(&many, 0, 5000).iter().all(|op| op.partition() < 64));
+    }
+
+    #[test]
+    fn batches_have_their_share_and_sizes_and_values_stay_unique() {
+        let options = GeneratorOptions {
+            read_fraction: 0.2,
+            batch_fraction: 0.3,
+            batch_max: 7,
+            ..options(5)
+        };
+        let generator = Generator::new(options.clone()).unwrap();
+        let again = Generator::new(options).unwrap();
+        let mut values = HashSet::new();
+        let (mut writes, mut batches) = (0u64, 0u64);
+        let mut sizes = HashSet::new();
+        for w in 0..4 {
+            let ops = take(&generator, w, 5000);
+            assert_eq!(
+                ops,
+                take(&again, w, 5000),
+                "the same seed, the same batches"
+            );
+            for op in ops {
+                match op {
+                    PlannedOp::Write { .. } => writes += 1,
+                    PlannedOp::Batch { values: batch, .. } => {
+                        writes += 1;
+                        batches += 1;
+                        sizes.insert(batch.count);
+                        assert!((2..=7).contains(&batch.count), "{op:?}");
+                    }
+                    PlannedOp::Read { .. } => continue,
+                }
+                for value in op.values() {
+                    assert!(value >= 0);
+                    assert!(values.insert(value), "value {value} written twice");
+                }
+            }
+        }
+        // 30% of about 16,000 writes; every size from 2 to 7 drawn.
+        let share = batches as f64 / writes as f64;
+        assert!(
+            (0.27..0.33).contains(&share),
+            "{batches} of {writes} writes"
+        );
+        assert_eq!(sizes, (2..=7).collect());
+        // Worker w's values are still w + k * concurrency, k from 0 without a gap.
+        let mut own: Vec<i64> = take(&generator, 1, 3000)
+            .iter()
+            .flat_map(PlannedOp::values)
+            .collect();
+        own.sort_unstable();
+        let expected: Vec<i64> = (0..own.len() as i64).map(|k| 1 + 4 * k).collect();
+        assert_eq!(own, expected);
     }
 
     #[test]
@@ -334,6 +598,21 @@ mod tests {
             }),
             GeneratorError::Rate(_)
         ));
+        assert!(matches!(
+            bad(GeneratorOptions {
+                batch_fraction: -0.1,
+                ..options(0)
+            }),
+            GeneratorError::BatchFraction(_)
+        ));
+        assert_eq!(
+            bad(GeneratorOptions {
+                batch_fraction: 0.5,
+                batch_max: 1,
+                ..options(0)
+            }),
+            GeneratorError::BatchMax(1)
+        );
         let generator = Generator::new(options(0)).unwrap();
         assert!(generator.ops(4).is_err());
         assert!(generator.pacer(4, Instant::now()).is_err());

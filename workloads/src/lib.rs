@@ -14,6 +14,14 @@
 //! continues as process `p + concurrency`, as Jepsen does. Reads never end `info` (they
 //! have no effect, so an unanswered read is a `fail`).
 //!
+//! Batches ([`record_batch`]): a batch of `n` values is one request but `n` writes in the
+//! history, invoked together and completed together, each with its own offset (or every
+//! one with the request's error). A process has one operation open at a time, so the
+//! worker's process `p` writes the first value and `p + i * concurrency` the `i`-th, the
+//! processes `p` would become after `i` infos: still its own, never another worker's.
+//! After an `info` batch the worker continues as `p + n * concurrency`, past every
+//! process the batch left open.
+//!
 //! Every request has a timeout (`request_timeout`): a stop or the time limit ends a run
 //! within about that long, each in-flight operation completing as `ok`, `fail` or `info`
 //! rather than being left open.
@@ -122,6 +130,21 @@ pub struct WorkloadOptions {
     /// Consistency of the log workload's reads (register reads and final reads are always
     /// linearizable).
     pub read_consistency: Consistency,
+    /// Partition `i` twice as likely as `i + 1` (default: uniform).
+    #[serde(default)]
+    pub hot_partitions: bool,
+    /// Share of writes sent as batches of 2 to `batch_max` values (default 0: none).
+    #[serde(default)]
+    pub batch_fraction: f64,
+    #[serde(default = "default_batch_max")]
+    pub batch_max: u32,
+}
+
+/// The largest batch when none is named.
+pub const DEFAULT_BATCH_MAX: u32 = 10;
+
+fn default_batch_max() -> u32 {
+    DEFAULT_BATCH_MAX
 }
 
 impl WorkloadOptions {
@@ -139,6 +162,9 @@ impl WorkloadOptions {
             request_timeout: Duration::from_secs(5),
             read_max: 100,
             read_consistency: Consistency::Default,
+            hot_partitions: false,
+            batch_fraction: 0.0,
+            batch_max: DEFAULT_BATCH_MAX,
         }
     }
 
@@ -151,6 +177,9 @@ impl WorkloadOptions {
             time_limit: self.time_limit,
             partitions,
             ops_per_worker: self.ops_per_worker,
+            hot_partitions: self.hot_partitions,
+            batch_fraction: self.batch_fraction,
+            batch_max: self.batch_max,
         }
     }
 
@@ -230,6 +259,7 @@ pub struct WorkloadStats {
     pub fail: u64,
     pub info: u64,
     /// Process ids assigned (`concurrency`, plus one per `info`: the last may go unused).
+    /// The extra processes of a batch count once it ends `info`.
     pub processes: u64,
 }
 
@@ -242,12 +272,13 @@ impl WorkloadStats {
         self.processes += worker.processes;
     }
 
-    fn count(&mut self, outcome: Outcome) {
-        self.ops += 1;
+    /// `ops` operations that ended with `outcome` (a batch's writes all end alike).
+    fn count(&mut self, outcome: Outcome, ops: u64) {
+        self.ops += ops;
         match outcome {
-            Outcome::Ok => self.ok += 1,
-            Outcome::Fail => self.fail += 1,
-            Outcome::Info => self.info += 1,
+            Outcome::Ok => self.ok += ops,
+            Outcome::Fail => self.fail += ops,
+            Outcome::Info => self.info += ops,
         }
     }
 }
@@ -297,6 +328,10 @@ impl Worker {
                 }
             }
             let op = self.ops.next_op();
+            let writes = match op {
+                generator::PlannedOp::Batch { values, .. } => u64::from(values.count),
+                _ => 1,
+            };
             let mut cx = OpContext {
                 client: &mut *self.client,
                 recorder: &self.recorder,
@@ -307,14 +342,79 @@ impl Worker {
                 WorkloadState::Log(cursors) => log::execute(&mut cx, cursors, op).await?,
                 WorkloadState::Register => register::execute(&mut cx, op).await?,
             };
-            stats.count(outcome);
+            stats.count(outcome, writes);
             if outcome == Outcome::Info {
-                self.process = self.process.saturating_add(concurrency);
-                stats.processes += 1;
+                self.process = self
+                    .process
+                    .saturating_add(concurrency.saturating_mul(writes));
+                stats.processes += writes;
             }
         }
         Ok(stats)
     }
+}
+
+/// What a batch's write is called and how its `ok` completion reads.
+pub(crate) struct BatchShape {
+    /// `append` (log) or `write` (register).
+    pub f: &'static str,
+    /// Whether an `ok` completion carries the value's `offset`.
+    pub with_offset: bool,
+}
+
+/// Sends `values` to `partition` in one acks=all request and records each as its own
+/// `shape.f` operation: all invoked before the request (value `{"key", "value"}`, the `i`-th
+/// by process `cx.process + i * concurrency`), all completed after it — `ok` with its
+/// offset, or every one with the request's outcome and error code. An answer with a wrong
+/// number of offsets leaves every write `info` (`bad_response`): whether it happened is
+/// unknown.
+pub(crate) async fn record_batch(
+    cx: &mut OpContext<'_>,
+    shape: BatchShape,
+    partition: u32,
+    values: &[i64],
+) -> Result<Outcome, RecorderError> {
+    let key = cx.client.target().key(partition);
+    let node = cx.client.route(partition).await;
+    let node_name = cx.client.target().node_name(node).to_string();
+    let stride = cx.options.concurrency as u64;
+    let mut invocations = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        let process = cx.process.saturating_add((i as u64).saturating_mul(stride));
+        invocations.push(cx.recorder.invoke(
+            process,
+            shape.f,
+            serde_json::json!({"key": key, "value": value}),
+            Some(&node_name),
+        )?);
+    }
+    let payload: Vec<serde_json::Value> = values.iter().map(|v| serde_json::json!(v)).collect();
+    let result = cx
+        .client
+        .produce_batch(node, partition, &payload, sut::Acks::All)
+        .await;
+    let (outcome, offsets, error) = match result {
+        Ok(offsets) if offsets.len() == values.len() => (Outcome::Ok, offsets, None),
+        Ok(offsets) => (
+            Outcome::Info,
+            Vec::new(),
+            Some(format!(
+                "bad_response: {} offsets for {} values",
+                offsets.len(),
+                values.len()
+            )),
+        ),
+        Err(error) => (error.write_outcome(), Vec::new(), Some(error.code())),
+    };
+    for (i, (invocation, value)) in invocations.into_iter().zip(values).enumerate() {
+        let mut done = serde_json::json!({"key": key, "value": value});
+        if let (true, Some(offset)) = (shape.with_offset, offsets.get(i)) {
+            done["offset"] = serde_json::json!(offset);
+        }
+        cx.recorder
+            .complete(invocation, outcome, done, error.clone())?;
+    }
+    Ok(outcome)
 }
 
 /// Runs the workload: `options.concurrency` workers against the connector's target, each

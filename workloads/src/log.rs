@@ -7,6 +7,9 @@
 //! |---|---|
 //! | append invoke, fail, info | `{"key": "t/0", "value": 17}` |
 //! | append ok | `{"key": "t/0", "value": 17, "offset": 4}` |
+//!
+//! A batch of appends (`--batch-fraction`) is one produce request recorded as one
+//! `append` per value, with the rows above ([`crate::record_batch`]).
 //! | read invoke, fail | `{"key": "t/0", "offset": 0}` (+ `"consistency": "linearizable"`, `"final": true` when so) |
 //! | read ok | the invoke's fields + `"records": [[offset, value], ...]`, `"high_watermark"`, `"log_start_offset"`, `"max"` |
 //!
@@ -20,7 +23,9 @@
 //! final reads start at offset 0 under fresh processes, so no worker's position bears on
 //! them.
 
-use super::{backoff, Consistency, FinalPartition, OpContext, FINAL_READ_MAX};
+use super::{
+    backoff, record_batch, BatchShape, Consistency, FinalPartition, OpContext, FINAL_READ_MAX,
+};
 use crate::generator::PlannedOp;
 use crate::recorder::{Recorder, RecorderError};
 use history::Outcome;
@@ -49,6 +54,14 @@ pub(crate) async fn execute(
 ) -> Result<Outcome, RecorderError> {
     match op {
         PlannedOp::Write { partition, value } => append(cx, partition, value).await,
+        PlannedOp::Batch { partition, values } => {
+            let shape = BatchShape {
+                f: "append",
+                with_offset: true,
+            };
+            let values: Vec<i64> = values.iter().collect();
+            record_batch(cx, shape, partition, &values).await
+        }
         PlannedOp::Read { partition } => {
             let offset = cursors.next.get(partition as usize).copied().unwrap_or(0);
             let consistency = cx.options.read_consistency;

@@ -30,7 +30,7 @@
 //! at that step's own instant, which is equally linearizable (and Knossos's `register`
 //! model reads null as unknown anyway).
 
-use super::{backoff, Consistency, FinalPartition, OpContext};
+use super::{backoff, record_batch, BatchShape, Consistency, FinalPartition, OpContext};
 use crate::generator::PlannedOp;
 use crate::recorder::{Recorder, RecorderError};
 use history::Outcome;
@@ -51,6 +51,16 @@ pub(crate) async fn execute(
 ) -> Result<Outcome, RecorderError> {
     match op {
         PlannedOp::Write { partition, value } => write(cx, partition, value).await,
+        PlannedOp::Batch { partition, values } => {
+            // Concurrent writes that take effect together, in offset order: the register
+            // ends at the batch's last value, which is linearizable.
+            let shape = BatchShape {
+                f: "write",
+                with_offset: false,
+            };
+            let values: Vec<i64> = values.iter().collect();
+            record_batch(cx, shape, partition, &values).await
+        }
         PlannedOp::Read { partition } => {
             let deadline = Instant::now() + cx.options.request_timeout;
             let result = read(cx.client, cx.recorder, cx.process, partition, deadline).await?;

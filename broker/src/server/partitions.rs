@@ -215,6 +215,7 @@ pub fn replica_config(config: &NodeConfig, replicas: Vec<BrokerId>) -> ReplicaCo
     replica.truncation_mode = config.truncation_mode;
     replica.unclean_leader_election = config.unclean_leader_election;
     replica.bugs = config.bugs;
+    replica.fetch_max_records = config.replica_fetch_max_records;
     // A fetch legitimately takes up to replica_fetch_wait_max_ms at the leader; a request
     // with no answer a second after that is taken as lost and re-sent. Transport errors
     // are not fed to the core, so this is also how soon a follower retries a dead leader.

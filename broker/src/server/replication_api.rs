@@ -142,7 +142,7 @@ async fn fetch(State(node): State<Arc<Node>>, body: Bytes) -> Result<Json<FetchR
         leader: node.broker_id(),
         fetch_offset: body.fetch_offset,
         current_leader_epoch: body.current_leader_epoch,
-        max_records: body.max_records.clamp(1, 10_000),
+        max_records: body.max_records.clamp(1, crate::config::MAX_FETCH_RECORDS),
         built_in_epoch: body.current_leader_epoch.unwrap_or(0),
     };
     let deadline =

@@ -23,7 +23,8 @@ use super::night::Night;
 use crate::lifecycle::Broker;
 
 /// The longest client phase of a detection run: short runs mean more fresh clusters
-/// and more fault sequences per hour.
+/// and more fault sequences per hour (a detection cell's client phase is 15 to 30 s; an
+/// RF-1-then-grow cell grows within its first 5 s).
 const DETECT_MAX_TIME_LIMIT_SECS: f64 = 30.0;
 
 /// The seed of `bug`'s `index`-th search: independent of the other bugs' seeds.
@@ -185,5 +186,21 @@ mod tests {
         assert_ne!(a, seed_for(1, "KAFKA-7128", 1));
         assert_ne!(a, seed_for(1, "KAFKA-7040", 0));
         assert_ne!(a, seed_for(2, "KAFKA-7128", 0));
+    }
+
+    #[test]
+    fn detection_cells_are_short() {
+        let mut rng = Rng::new(seed_for(5, "KAFKA-1561", 0));
+        for _ in 0..300 {
+            let cell = Cell::draw(&mut rng, DETECT_MAX_TIME_LIMIT_SECS, 5);
+            assert!(
+                (15.0..=30.0).contains(&cell.time_limit_secs),
+                "{}",
+                cell.description()
+            );
+            if let Some(after) = cell.grow_after_secs {
+                assert!(after as f64 <= cell.time_limit_secs / 3.0);
+            }
+        }
     }
 }

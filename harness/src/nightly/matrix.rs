@@ -5,12 +5,22 @@
 //! acknowledged writes by design (a wiped node holding the only copy) is not in the
 //! matrix. So `min_insync_replicas = 1` and replication factor 1 come only with
 //! `--nemesis-wipe false`: a single acknowledged copy is lost with its disk, in Kafka too.
+//! The same holds for RF-1-then-grow cells (`--grow-replication-after`): until the
+//! reassignment lands, and again if the nemesis's own reassignment puts a partition back
+//! on its one replica, a partition has a single copy, so they never wipe either.
+//!
+//! The dimensions: workload × fault mix × cluster size × durability (replication factor,
+//! `min_insync_replicas`, wipes) × the broker settings the replication bugs depend on
+//! (the follower's fetch size, `replica_lag_time_max_ms`, `replica_fetch_wait_max_ms`,
+//! the metadata session timeout, the controller's leader rebalance) × the workload's
+//! shapes (hot partitions, batch produces, RF-1-then-grow) × partitions, fault interval
+//! and length. Each is drawn on its own from the night's seed.
 
 use std::time::Duration;
 
 use nemesis::{PackageKind, TargetSpec};
 use rng::Rng;
-use spec::{NemesisSpec, WorkloadPlan};
+use spec::{NemesisSpec, WorkloadPlan, WorkloadShape};
 
 /// Fault mixes the matrix draws from (`--nemesis` lists).
 pub const NEMESIS_MIXES: &[&str] = &[
@@ -27,42 +37,34 @@ pub const NEMESIS_MIXES: &[&str] = &[
     "all",
 ];
 
-/// Broker timing profiles: `--broker-config` settings that change how fast replicas
-/// are dropped from the ISR, sessions expire and followers learn the high watermark.
-pub const PROFILES: &[(&str, &[&str])] = &[
-    ("default", &[]),
-    (
-        "fast-failover",
-        &[
-            "replica_lag_time_max_ms=3000",
-            "metadata.session_timeout_ms=3000",
-        ],
-    ),
-    (
-        "slow-hw",
-        &[
-            "replica_lag_time_max_ms=10000",
-            "replica_fetch_wait_max_ms=5000",
-        ],
-    ),
-    (
-        "rebalance",
-        &[
-            "controller.auto_leader_rebalance=true",
-            "controller.leader_imbalance_check_interval_ms=5000",
-        ],
-    ),
-];
-
 /// Durability settings: replication factor, `min_insync_replicas`, and whether the
 /// nemesis may wipe a killed node's data (never when a single copy can be acknowledged).
 pub const DURABILITY: &[(u32, u32, bool)] =
     &[(3, 2, true), (2, 2, true), (3, 1, false), (1, 1, false)];
 
+/// `replica_fetch_max_records`: one record per fetch (a follower's HW and LEO move in
+/// the smallest steps, catching up takes many rounds), a few, the default.
+pub const FETCH_MAX_RECORDS: &[u32] = &[1, 5, 500];
+/// `replica_lag_time_max_ms`: quick ISR shrinks, a middle, the default.
+pub const LAG_TIME_MAX_MS: &[u64] = &[2_000, 5_000, 10_000];
+/// `replica_fetch_wait_max_ms`: followers learn the HW at once, the default, late; each
+/// below every `LAG_TIME_MAX_MS` (the broker refuses a wait at or above the lag time).
+pub const FETCH_WAIT_MAX_MS: &[u64] = &[50, 500, 1_500];
+/// `metadata.session_timeout_ms`: quick broker deaths and controller failovers, the
+/// default, slow ones.
+pub const SESSION_TIMEOUT_MS: &[u64] = &[3_000, 6_000, 15_000];
+/// Shares of the log workload's writes sent as batches (0: none).
+pub const BATCH_FRACTIONS: &[f64] = &[0.0, 0.0, 0.1, 0.3, 0.6];
+/// Largest batch of a cell with batches.
+pub const BATCH_MAX: u32 = 10;
+
 /// Shortest client phase a run gets.
 pub const MIN_TIME_LIMIT_SECS: f64 = 15.0;
 /// Longest client phase a run gets.
 pub const MAX_TIME_LIMIT_SECS: f64 = 60.0;
+/// When an RF-1-then-grow cell grows its topic: 2 to 5 s after the clients start, well
+/// within the shortest client phase.
+pub const GROW_AFTER_SECS: (u64, u64) = (2, 5);
 
 /// One drawn cell of the matrix, with its seed.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,28 +75,66 @@ pub struct Cell {
     pub replication_factor: u32,
     pub min_insync_replicas: u32,
     pub wipe: bool,
-    pub profile: &'static str,
+    pub settings: BrokerTimings,
+    pub hot_partitions: bool,
+    pub batch_fraction: f64,
+    /// RF-1-then-grow: seconds after the start at which the topic grows.
+    pub grow_after_secs: Option<u64>,
     pub partitions: u32,
     pub nemesis_interval_secs: f64,
     pub time_limit_secs: f64,
     pub seed: u64,
 }
 
+/// The broker settings a cell draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrokerTimings {
+    pub fetch_max_records: u32,
+    pub lag_time_max_ms: u64,
+    pub fetch_wait_max_ms: u64,
+    pub session_timeout_ms: u64,
+    /// The controller moves leadership back to preferred replicas every 5 s.
+    pub rebalance: bool,
+}
+
+fn pick<T: Copy>(rng: &mut Rng, items: &[T]) -> T {
+    items[rng.below(items.len() as u64) as usize]
+}
+
 impl Cell {
     /// Draws a cell; its client phase is at most `max_time_limit_secs` (at least
     /// [`MIN_TIME_LIMIT_SECS`]); a cell of 5 nodes becomes one of 3 when fewer than 5
-    /// hosts are there (`max_nodes`, at least 3).
+    /// hosts are there (`max_nodes`, at least 3). Every dimension is drawn whatever the
+    /// others came to, so a cell's draws do not depend on `max_nodes`.
     pub fn draw(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
         let workload = if rng.percent(75) { "log" } else { "register" };
-        let nemesis = NEMESIS_MIXES[rng.below(NEMESIS_MIXES.len() as u64) as usize];
+        let nemesis = pick(rng, NEMESIS_MIXES);
         let nodes = if rng.percent(50) || max_nodes < 5 {
             3
         } else {
             5
         };
-        let (replication_factor, min_insync_replicas, wipe) =
-            DURABILITY[rng.below(DURABILITY.len() as u64) as usize];
-        let profile = PROFILES[rng.below(PROFILES.len() as u64) as usize].0;
+        let (replication_factor, min_insync_replicas, mut wipe) = pick(rng, DURABILITY);
+        let settings = BrokerTimings {
+            fetch_max_records: pick(rng, FETCH_MAX_RECORDS),
+            lag_time_max_ms: pick(rng, LAG_TIME_MAX_MS),
+            fetch_wait_max_ms: pick(rng, FETCH_WAIT_MAX_MS),
+            session_timeout_ms: pick(rng, SESSION_TIMEOUT_MS),
+            rebalance: rng.percent(25),
+        };
+        let hot_partitions = rng.percent(50);
+        let batch_fraction = pick(rng, BATCH_FRACTIONS);
+        let batch_fraction = if workload == "log" {
+            batch_fraction
+        } else {
+            0.0
+        };
+        let grow = rng.percent(25);
+        let grow_after = rng.between(GROW_AFTER_SECS.0, GROW_AFTER_SECS.1);
+        let grow_after_secs = (grow && replication_factor >= 2).then_some(grow_after);
+        if grow_after_secs.is_some() {
+            wipe = false;
+        }
         let partitions = 1 + rng.below(6) as u32;
         // 2 to 8 s between steps, in tenths.
         let nemesis_interval_secs = (20 + rng.below(61)) as f64 / 10.0;
@@ -109,7 +149,10 @@ impl Cell {
             replication_factor,
             min_insync_replicas,
             wipe,
-            profile,
+            settings,
+            hot_partitions,
+            batch_fraction,
+            grow_after_secs,
             partitions,
             nemesis_interval_secs,
             time_limit_secs,
@@ -117,38 +160,67 @@ impl Cell {
         }
     }
 
-    /// What nights are compared by: the cell without its seed and timings.
+    /// What nights are compared by: the cell without its seed, timings and broker
+    /// settings.
     pub fn key(&self) -> String {
-        format!(
-            "{} nemesis={} nodes={} rf={} min-isr={} profile={}",
+        let mut key = format!(
+            "{} nemesis={} nodes={} rf={} min-isr={}",
             self.workload,
             self.nemesis,
             self.nodes,
             self.replication_factor,
             self.min_insync_replicas,
-            self.profile
-        )
+        );
+        if self.grow_after_secs.is_some() {
+            key.push_str(" rf1-then-grow");
+        }
+        key
     }
 
     /// The key plus the rest, for people.
     pub fn description(&self) -> String {
-        format!(
-            "{} partitions={} interval={}s wipe={} time={}s",
+        let t = &self.settings;
+        let mut text = format!(
+            "{} partitions={} interval={}s wipe={} time={}s fetch-max={} lag={}ms \
+             fetch-wait={}ms session={}ms",
             self.key(),
             self.partitions,
             self.nemesis_interval_secs,
             self.wipe,
-            self.time_limit_secs
-        )
+            self.time_limit_secs,
+            t.fetch_max_records,
+            t.lag_time_max_ms,
+            t.fetch_wait_max_ms,
+            t.session_timeout_ms,
+        );
+        if t.rebalance {
+            text.push_str(" rebalance");
+        }
+        if self.hot_partitions {
+            text.push_str(" hot-partitions");
+        }
+        if self.batch_fraction > 0.0 {
+            text.push_str(&format!(" batches={}", self.batch_fraction));
+        }
+        if let Some(after) = self.grow_after_secs {
+            text.push_str(&format!(" grow-after={after}s"));
+        }
+        text
     }
 
-    /// The profile's settings plus `min_insync_replicas`.
+    /// The cell's `node.toml` settings, `min_insync_replicas` included.
     pub fn broker_config(&self) -> Vec<String> {
-        let mut settings: Vec<String> = PROFILES
-            .iter()
-            .find(|(name, _)| *name == self.profile)
-            .map(|(_, settings)| settings.iter().map(|s| s.to_string()).collect())
-            .unwrap_or_default();
+        let t = &self.settings;
+        let mut settings = vec![
+            format!("replica_fetch_max_records={}", t.fetch_max_records),
+            format!("replica_lag_time_max_ms={}", t.lag_time_max_ms),
+            format!("replica_fetch_wait_max_ms={}", t.fetch_wait_max_ms),
+            format!("metadata.session_timeout_ms={}", t.session_timeout_ms),
+        ];
+        if t.rebalance {
+            settings.push("controller.auto_leader_rebalance=true".into());
+            settings.push("controller.leader_imbalance_check_interval_ms=5000".into());
+        }
         settings.push(format!("min_insync_replicas={}", self.min_insync_replicas));
         settings
     }
@@ -170,6 +242,12 @@ impl Cell {
             rate: 500.0,
             partitions: self.partitions,
             replication_factor: self.replication_factor,
+            shape: WorkloadShape {
+                hot_partitions: self.hot_partitions,
+                batch_fraction: self.batch_fraction,
+                batch_max: BATCH_MAX,
+                grow_after: self.grow_after_secs.map(Duration::from_secs),
+            },
         })
     }
 }
@@ -193,6 +271,16 @@ mod tests {
                 !cell.wipe || cell.min_insync_replicas >= 2,
                 "a wipe could lose the only acknowledged copy: {cell:?}"
             );
+            if let Some(after) = cell.grow_after_secs {
+                assert!(!cell.wipe, "a wipe while RF is 1: {cell:?}");
+                assert!(cell.replication_factor >= 2, "{cell:?}");
+                assert!((after as f64) < MIN_TIME_LIMIT_SECS, "{cell:?}");
+            }
+            assert!(
+                cell.settings.fetch_wait_max_ms < cell.settings.lag_time_max_ms,
+                "{cell:?}"
+            );
+            assert!(cell.workload == "log" || cell.batch_fraction == 0.0);
             assert!((MIN_TIME_LIMIT_SECS..=40.0).contains(&cell.time_limit_secs));
             assert!((2.0..=8.0).contains(&cell.nemesis_interval_secs));
             let spec = TestSpec {
@@ -232,9 +320,32 @@ mod tests {
         for mix in NEMESIS_MIXES {
             assert!(cells.iter().any(|c| c.nemesis == *mix), "{mix} never drawn");
         }
-        for (profile, _) in PROFILES {
-            assert!(cells.iter().any(|c| c.profile == *profile), "{profile}");
+        for size in FETCH_MAX_RECORDS {
+            assert!(cells.iter().any(|c| c.settings.fetch_max_records == *size));
         }
+        for lag in LAG_TIME_MAX_MS {
+            assert!(cells.iter().any(|c| c.settings.lag_time_max_ms == *lag));
+        }
+        for wait in FETCH_WAIT_MAX_MS {
+            assert!(cells.iter().any(|c| c.settings.fetch_wait_max_ms == *wait));
+        }
+        for timeout in SESSION_TIMEOUT_MS {
+            assert!(cells
+                .iter()
+                .any(|c| c.settings.session_timeout_ms == *timeout));
+        }
+        for share in BATCH_FRACTIONS {
+            assert!(cells.iter().any(|c| c.batch_fraction == *share), "{share}");
+        }
+        assert!(cells.iter().any(|c| c.settings.rebalance));
+        assert!(cells.iter().any(|c| c.hot_partitions));
+        assert!(cells.iter().any(|c| !c.hot_partitions));
+        assert!(cells
+            .iter()
+            .any(|c| c.grow_after_secs.is_some() && c.min_insync_replicas == 1));
+        assert!(cells
+            .iter()
+            .any(|c| c.grow_after_secs.is_some() && c.min_insync_replicas == 2));
         assert!(cells.iter().any(|c| c.replication_factor == 1));
         assert!(cells.iter().any(|c| c.workload == "register"));
         assert!(cells.iter().any(|c| c.nodes == 5));
@@ -253,6 +364,10 @@ mod tests {
             assert_eq!(
                 (a.workload, a.nemesis, a.seed),
                 (b.workload, b.nemesis, b.seed)
+            );
+            assert_eq!(
+                (a.settings, a.grow_after_secs, a.hot_partitions),
+                (b.settings, b.grow_after_secs, b.hot_partitions)
             );
         }
     }
