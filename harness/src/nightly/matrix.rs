@@ -34,8 +34,20 @@ pub const NEMESIS_MIXES: &[&str] = &[
     "admin,kill",
     "admin,partition-ports",
     "admin,kill,partition",
+    "slow",
+    "aimed",
+    "slow,kill",
+    "slow,admin",
+    "slow,partition-ports",
+    "aimed,slow",
+    "aimed,slow,admin",
+    "all",
     "all",
 ];
+
+/// Swarm periods a cell with several packages may draw (`--nemesis-swarm`): each period
+/// a random subset of its packages is on, a quarter of them calm.
+pub const SWARM_PERIODS_SECS: (u64, u64) = (5, 15);
 
 /// Durability settings: replication factor, `min_insync_replicas`, and whether the
 /// nemesis may wipe a killed node's data (never when a single copy can be acknowledged).
@@ -80,6 +92,8 @@ pub struct Cell {
     pub batch_fraction: f64,
     /// RF-1-then-grow: seconds after the start at which the topic grows.
     pub grow_after_secs: Option<u64>,
+    /// Swarm testing: the period after which the active packages are drawn again.
+    pub swarm_secs: Option<u64>,
     pub partitions: u32,
     pub nemesis_interval_secs: f64,
     pub time_limit_secs: f64,
@@ -135,6 +149,10 @@ impl Cell {
         if grow_after_secs.is_some() {
             wipe = false;
         }
+        let several = nemesis == "all" || nemesis.contains(',');
+        let swarm = rng.percent(50);
+        let swarm_period = rng.between(SWARM_PERIODS_SECS.0, SWARM_PERIODS_SECS.1);
+        let swarm_secs = (several && swarm).then_some(swarm_period);
         let partitions = 1 + rng.below(6) as u32;
         // 2 to 8 s between steps, in tenths.
         let nemesis_interval_secs = (20 + rng.below(61)) as f64 / 10.0;
@@ -153,6 +171,7 @@ impl Cell {
             hot_partitions,
             batch_fraction,
             grow_after_secs,
+            swarm_secs,
             partitions,
             nemesis_interval_secs,
             time_limit_secs,
@@ -173,6 +192,9 @@ impl Cell {
         );
         if self.grow_after_secs.is_some() {
             key.push_str(" rf1-then-grow");
+        }
+        if self.swarm_secs.is_some() {
+            key.push_str(" swarm");
         }
         key
     }
@@ -205,6 +227,9 @@ impl Cell {
         if let Some(after) = self.grow_after_secs {
             text.push_str(&format!(" grow-after={after}s"));
         }
+        if let Some(period) = self.swarm_secs {
+            text.push_str(&format!(" swarm-period={period}s"));
+        }
         text
     }
 
@@ -235,7 +260,7 @@ impl Cell {
                 interval: Duration::from_secs_f64(self.nemesis_interval_secs),
                 targets: TargetSpec::defaults(),
                 wipe: self.wipe,
-                swarm: None,
+                swarm: self.swarm_secs.map(Duration::from_secs),
             },
             time_limit: Duration::from_secs_f64(self.time_limit_secs),
             concurrency: 10,
@@ -346,6 +371,26 @@ mod tests {
         assert!(cells
             .iter()
             .any(|c| c.grow_after_secs.is_some() && c.min_insync_replicas == 2));
+        // Swarm only where there is more than one package to choose from.
+        assert!(cells.iter().any(|c| c.swarm_secs.is_some()));
+        assert!(cells
+            .iter()
+            .any(|c| c.swarm_secs.is_none() && c.nemesis == "all"));
+        for cell in cells.iter().filter(|c| c.swarm_secs.is_some()) {
+            assert!(
+                cell.nemesis == "all" || cell.nemesis.contains(','),
+                "{cell:?}"
+            );
+            let plan = cell.plan().expect("a plan");
+            assert_eq!(
+                plan.nemesis.swarm.map(|p| p.as_secs()),
+                cell.swarm_secs,
+                "{cell:?}"
+            );
+        }
+        for mix in ["slow", "aimed"] {
+            assert!(cells.iter().any(|c| c.nemesis.contains(mix)), "{mix}");
+        }
         assert!(cells.iter().any(|c| c.replication_factor == 1));
         assert!(cells.iter().any(|c| c.workload == "register"));
         assert!(cells.iter().any(|c| c.nodes == 5));
