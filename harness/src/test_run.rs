@@ -347,7 +347,13 @@ const GROW_RETRY: Duration = Duration::from_secs(1);
 impl Grow {
     /// Waits `after` (or until stopped), then grows every partition in turn, each tried
     /// until it is accepted or the workload ends.
-    async fn run(&self, mut stopped: watch::Receiver<bool>) -> Result<(), JournalError> {
+    /// The nemesis, when there is one, learns each grown partition's replicas, so that
+    /// undoing its own reassignments does not shrink the topic back.
+    async fn run(
+        &self,
+        mut stopped: watch::Receiver<bool>,
+        nemesis: Option<&Nemesis>,
+    ) -> Result<(), JournalError> {
         eprintln!(
             "topic created with replication factor 1; growing it to {} after {:.1} s",
             self.replication_factor,
@@ -366,7 +372,13 @@ impl Grow {
             return Ok(());
         }
         for partition in 0..self.partitions {
-            while !self.grow_partition(partition).await? {
+            loop {
+                if let Some(replicas) = self.grow_partition(partition).await? {
+                    if let Some(nemesis) = nemesis {
+                        nemesis.rebase_replicas(&format!("{TOPIC}/{partition}"), &replicas);
+                    }
+                    break;
+                }
                 if stop(&mut stopped, GROW_RETRY).await {
                     return Ok(());
                 }
@@ -375,9 +387,9 @@ impl Grow {
         Ok(())
     }
 
-    /// One attempt at growing `partition`, recorded; whether it is done (accepted, or
-    /// already at the factor).
-    async fn grow_partition(&self, partition: u32) -> Result<bool, JournalError> {
+    /// One attempt at growing `partition`, recorded; its replicas once it is done
+    /// (accepted, or already at the factor), `None` when it is to be tried again.
+    async fn grow_partition(&self, partition: u32) -> Result<Option<Vec<String>>, JournalError> {
         let f = "grow-replication";
         let key = format!("{TOPIC}/{partition}");
         let token = self.journal.invoke(
@@ -399,24 +411,24 @@ impl Grow {
                 value.insert("from".into(), json!(current));
                 value.insert("to".into(), json!(replicas));
                 if replicas == current {
-                    (true, None)
+                    (Some(replicas), None)
                 } else {
                     let action = AdminAction::Reassign {
                         topic: TOPIC.to_string(),
                         partition,
-                        replicas,
+                        replicas: replicas.clone(),
                     };
                     match self.control.admin(&action).await {
                         Ok(answer) => {
                             value.insert("answer".into(), answer);
-                            (true, None)
+                            (Some(replicas), None)
                         }
-                        Err(error) => (false, Some(format!("reassign failed: {error}"))),
+                        Err(error) => (None, Some(format!("reassign failed: {error}"))),
                     }
                 }
             }
             _ => (
-                false,
+                None,
                 Some(format!("no-target: the metadata does not show {key}")),
             ),
         };
@@ -478,7 +490,7 @@ async fn record(
     };
     let grow_done = async {
         match grow {
-            Some(grow) => grow.run(grow_stopped).await,
+            Some(grow) => grow.run(grow_stopped, faults.map(|f| &f.nemesis)).await,
             None => Ok(()),
         }
     };

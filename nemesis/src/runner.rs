@@ -254,6 +254,17 @@ impl Nemesis {
         self.worker.state().clone()
     }
 
+    /// The test itself changed the replica list of `key` (`topic/partition`) to
+    /// `replicas` (it grew the topic): a reassignment of `key` this nemesis made is undone
+    /// to `replicas` from now on, not to the list before the change, which the test no
+    /// longer means (restoring a grown partition to its one first replica would leave it
+    /// below `min_insync_replicas` for good).
+    pub fn rebase_replicas(&self, key: &str, replicas: &[String]) {
+        if let Some(original) = self.worker.state().reassigned.get_mut(key) {
+            *original = replicas.to_vec();
+        }
+    }
+
     /// Runs every package's schedule concurrently until `stop` turns true (or its sender
     /// is dropped); a step in progress finishes first. Faults are left in place: call
     /// [`Nemesis::heal_all`] next. Errors only when the journal fails: the other

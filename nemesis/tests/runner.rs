@@ -1015,6 +1015,38 @@ async fn a_wipe_waits_for_deregistration() {
 }
 
 #[tokio::test]
+async fn a_reassignment_is_undone_to_the_replicas_the_test_last_set() {
+    let control = FakeControl::new();
+    let journal = FakeJournal::new();
+    let nemesis = nemesis(&control, &journal);
+    let reassign = step(PackageKind::Admin, Action::Admin(AdminKind::Reassign), 1);
+    nemesis.execute(&reassign).await.unwrap();
+    let state = nemesis.state();
+    let (key, original) = state.reassigned.iter().next().expect("one reassigned");
+    let (topic, partition) = key.split_once('/').unwrap();
+    let partition: u32 = partition.parse().unwrap();
+    let now = |control: &FakeControl| {
+        control
+            .cluster()
+            .partitions
+            .iter()
+            .find(|p| p.topic == topic && p.partition == partition)
+            .map(|p| p.replicas.clone())
+            .unwrap()
+    };
+    assert_ne!(&now(&control), original);
+    // The test grows the partition itself (RF-1-then-grow): that is what to restore.
+    let grown = now(&control);
+    nemesis.rebase_replicas(key, &grown);
+    assert_eq!(nemesis.state().reassigned.get(key.as_str()), Some(&grown));
+    assert!(nemesis.heal_all().await.unwrap().is_healed());
+    assert_eq!(now(&control), grown, "not shrunk back to {original:?}");
+    // A key the nemesis did not reassign is left alone.
+    nemesis.rebase_replicas("t/9", &s(&["n1"]));
+    assert!(nemesis.state().reassigned.is_empty());
+}
+
+#[tokio::test]
 async fn a_node_an_isr_still_names_is_restarted_with_its_data() {
     let control = FakeControl::new();
     control.cluster().deregistration = Duration::from_millis(50);
