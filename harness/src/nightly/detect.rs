@@ -1,6 +1,7 @@
 //! `harness nightly --detect`: how long random faults take to find each bug switch.
 //!
-//! For each bug switch and each of `--seeds` seeds, random cells of the nightly matrix
+//! For each bug switch and each of `--seeds` seeds, random replicated cells of the nightly
+//! matrix (a cell with one copy of everything has no replication to break)
 //! run with that switch on, one after another, until the checkers judge a run invalid
 //! or the seed's `--detect-limit` is spent. The time to detect is the wall-clock time
 //! from the seed's first run starting to the verdict of the run that found it: what a
@@ -34,6 +35,18 @@ pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
         mix = Rng::new(mix.next_u64() ^ u64::from(byte));
     }
     mix.next_u64() >> 1
+}
+
+/// A cell of the matrix whose partitions are replicated, or come to be (RF-1-then-grow):
+/// a cell that keeps one copy of everything has no replication for a bug to break, so
+/// a search spends no time on it. Cells are drawn until one is (from the same seed).
+pub fn draw_replicated(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
+    loop {
+        let cell = Cell::draw(rng, max_time_limit_secs, max_nodes);
+        if cell.replication_factor >= 2 {
+            return cell;
+        }
+    }
 }
 
 /// Runs the searches; each finished seed is added to the night's summary at once.
@@ -73,7 +86,7 @@ pub fn run(
                 if room < matrix::MIN_TIME_LIMIT_SECS {
                     break;
                 }
-                let cell = Cell::draw(
+                let cell = draw_replicated(
                     &mut rng,
                     room.min(DETECT_MAX_TIME_LIMIT_SECS),
                     night.max_nodes,
@@ -189,10 +202,19 @@ mod tests {
     }
 
     #[test]
-    fn detection_cells_are_short() {
+    fn detection_cells_are_short_and_replicated() {
         let mut rng = Rng::new(seed_for(5, "KAFKA-1561", 0));
+        let mut again = Rng::new(seed_for(5, "KAFKA-1561", 0));
+        let mut grown = 0;
         for _ in 0..300 {
-            let cell = Cell::draw(&mut rng, DETECT_MAX_TIME_LIMIT_SECS, 5);
+            let cell = draw_replicated(&mut rng, DETECT_MAX_TIME_LIMIT_SECS, 5);
+            assert_eq!(
+                cell,
+                draw_replicated(&mut again, DETECT_MAX_TIME_LIMIT_SECS, 5),
+                "the same seed, the same cells"
+            );
+            assert!(cell.replication_factor >= 2, "{}", cell.description());
+            grown += usize::from(cell.grow_after_secs.is_some());
             assert!(
                 (15.0..=30.0).contains(&cell.time_limit_secs),
                 "{}",
@@ -202,5 +224,6 @@ mod tests {
                 assert!(after as f64 <= cell.time_limit_secs / 3.0);
             }
         }
+        assert!(grown > 0, "RF-1-then-grow cells are searched too");
     }
 }
