@@ -505,6 +505,13 @@ fn main() {
             results.push((workload.name(), bench_workload(&runtime, workload)));
         }
     }
+    // The scenarios remove their histories; the scratch folder goes too.
+    if let Some(dir) = scratch("x")
+        .ok()
+        .and_then(|path| path.parent().map(std::path::Path::to_path_buf))
+    {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     for (name, result) in results {
         if let Err(e) = result {
             eprintln!("{name}: {e}");
