@@ -1052,18 +1052,16 @@ impl Worker {
         error
     }
 
-    /// SIGSTOP the target's nodes that are not killed.
-    async fn pause(
+    /// The target's nodes, resolved against the roles now, less those killed (recorded
+    /// as `nodes` and `skipped_killed`); the `no-target` error when it names nobody.
+    async fn live_targets(
         &self,
         target: &TargetSpec,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
-    ) -> Option<String> {
+    ) -> Result<Vec<String>, String> {
         let roles = self.roles().await;
-        let resolved = match target.resolve(&roles, rng) {
-            Ok(nodes) => nodes,
-            Err(error) => return Some(no_target(&error)),
-        };
+        let resolved = target.resolve(&roles, rng).map_err(|e| no_target(&e))?;
         let (skipped, nodes): (Vec<String>, Vec<String>) = {
             let state = self.state();
             resolved
@@ -1074,6 +1072,20 @@ impl Worker {
         if !skipped.is_empty() {
             value.insert("skipped_killed".into(), json!(skipped));
         }
+        Ok(nodes)
+    }
+
+    /// SIGSTOP the target's nodes that are not killed.
+    async fn pause(
+        &self,
+        target: &TargetSpec,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let nodes = match self.live_targets(target, rng, value).await {
+            Ok(nodes) => nodes,
+            Err(error) => return Some(error),
+        };
         let mut pids = Map::new();
         let mut errors = Map::new();
         for node in &nodes {
@@ -1306,21 +1318,10 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        let roles = self.roles().await;
-        let resolved = match target.resolve(&roles, rng) {
+        let nodes = match self.live_targets(target, rng, value).await {
             Ok(nodes) => nodes,
-            Err(error) => return Some(no_target(&error)),
+            Err(error) => return Some(error),
         };
-        let (skipped, nodes): (Vec<String>, Vec<String>) = {
-            let state = self.state();
-            resolved
-                .into_iter()
-                .partition(|node| state.killed.contains_key(node))
-        };
-        value.insert("nodes".into(), json!(nodes));
-        if !skipped.is_empty() {
-            value.insert("skipped_killed".into(), json!(skipped));
-        }
         if nodes.is_empty() {
             return Some("no-target: every target node is killed".into());
         }
