@@ -184,6 +184,17 @@ enum WipeCheck {
     LastInSync(Vec<String>),
 }
 
+/// Whether an ISR names `node` together with a registered member: the controller will
+/// shrink `node` out of it, so it is not the last member.
+fn awaiting_shrink(roles: &Roles, node: &str) -> bool {
+    roles.partitions.iter().any(|p| {
+        p.isr.iter().any(|member| member == node)
+            && p.isr
+                .iter()
+                .any(|member| member != node && roles.registered.contains(member))
+    })
+}
+
 /// The partitions (`topic/partition`) whose ISR still names `node`.
 fn in_sync_replicas_of(roles: &Roles, node: &str) -> Vec<String> {
     roles
@@ -942,7 +953,9 @@ impl Worker {
         let began = Instant::now();
         loop {
             if let Some(roles) = self.control.roles().await {
-                if !roles.registered.contains(node) {
+                // An ISR that still names it beside a registered member is one the
+                // controller has yet to shrink: wait for that.
+                if !roles.registered.contains(node) && !awaiting_shrink(&roles, node) {
                     let in_sync = in_sync_replicas_of(&roles, node);
                     let check = if in_sync.is_empty() {
                         WipeCheck::Safe

@@ -1054,6 +1054,10 @@ async fn a_node_an_isr_still_names_is_restarted_with_its_data() {
     let journal = FakeJournal::new();
     let nemesis = nemesis(&control, &journal);
     nemesis.execute(&kill(&["n4"], true)).await.unwrap();
+    // The other members of its ISRs are gone too: n4 is the last one of t/1 and u/0.
+    for gone in ["n2", "n3", "n5"] {
+        control.cluster().running.remove(gone);
+    }
     nemesis
         .execute(&step(PackageKind::Kill, Action::Start, 2))
         .await
