@@ -29,6 +29,21 @@ pub fn validate_settings(settings: &[String]) -> Result<(), DbError> {
     Ok(())
 }
 
+/// The broker's `min_insync_replicas` under `settings` (later ones winning; the
+/// broker's default, 1, when none names it or a value is not a count).
+pub fn min_insync_replicas(settings: &[String]) -> u32 {
+    let mut table = toml::Table::new();
+    for setting in settings {
+        // A refused setting refuses the whole test elsewhere; here it names nothing.
+        let _ = apply_setting(&mut table, setting);
+    }
+    table
+        .get("min_insync_replicas")
+        .and_then(toml::Value::as_integer)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(1)
+}
+
 /// One `--broker-config KEY=VALUE` applied to a node.toml table. The value is read as
 /// TOML (`3000`, `true`, `"os_only"`, `[1, 2]`) and, failing that, as a string.
 pub fn apply_setting(table: &mut toml::Table, setting: &str) -> Result<(), DbError> {
@@ -143,6 +158,27 @@ pub fn node_toml(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_insync_replicas_is_the_last_setting_or_the_default() {
+        let s = |items: &[&str]| items.iter().map(|i| i.to_string()).collect::<Vec<_>>();
+        assert_eq!(min_insync_replicas(&[]), 1);
+        assert_eq!(min_insync_replicas(&s(&["min_insync_replicas=2"])), 2);
+        assert_eq!(
+            min_insync_replicas(&s(&["min_insync_replicas=3", "min_insync_replicas = 2"])),
+            2
+        );
+        assert_eq!(min_insync_replicas(&s(&["min_insync_replicas=many"])), 1);
+        assert_eq!(min_insync_replicas(&s(&["min_insync_replicas=-1"])), 1);
+        assert_eq!(
+            sut::Db::failures_tolerated(&BrokerDb, &s(&["min_insync_replicas=2"]), 3),
+            1
+        );
+        assert_eq!(
+            sut::Db::failures_tolerated(&BrokerDb, &s(&["min_insync_replicas=2"]), 2),
+            0
+        );
+    }
 
     #[test]
     fn settings_land_in_their_tables_as_typed_values() {

@@ -103,6 +103,10 @@ impl Db for BrokerDb {
     fn api(&self, nodes: &[NodeInfo]) -> Result<Arc<dyn Api>, DbError> {
         Ok(Arc::new(BrokerApi::new(nodes)?))
     }
+
+    fn failures_tolerated(&self, settings: &[String], replication_factor: u32) -> u32 {
+        replication_factor.saturating_sub(config::min_insync_replicas(settings))
+    }
 }
 
 /// Why the broker could not be built.

@@ -303,6 +303,20 @@ impl ClusterControl for ClusterFaults {
         })
     }
 
+    fn admin_at<'a>(
+        &'a self,
+        action: &'a AdminAction,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Value, ControlError>> {
+        Box::pin(async move {
+            self.cluster
+                .api
+                .admin(action, &[node.to_string()])
+                .await
+                .map_err(|e| ControlError(e.0))
+        })
+    }
+
     fn failpoint<'a>(
         &'a self,
         node: &'a str,

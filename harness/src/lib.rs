@@ -11,7 +11,9 @@
 //!   stop, logs, and the running cluster's [`sut::Api`].
 //! - [`faults`]: the nemesis's hold on a real test: its `ClusterControl` on the cluster
 //!   and backend, its `Journal` on the history recorder.
-//! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder.
+//! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder;
+//!   [`one_down`]: its liveness probe after the heal (one node killed, every partition
+//!   must still take writes).
 //! - [`scenario`]: scenario files (a bug report as a script of faults and an
 //!   expectation) and playing one on a cluster; [`repro`]: `harness repro`.
 //! - [`nightly`]: `harness nightly`: random tests and every reproduction until a budget
@@ -28,6 +30,7 @@ pub mod export;
 pub mod faults;
 pub mod lifecycle;
 pub mod nightly;
+pub mod one_down;
 pub mod options;
 pub mod report_cmd;
 pub mod repro;

@@ -20,8 +20,8 @@ use backend::{ssh, Backend};
 use checkers::{Results, Verdict};
 use serde_json::{json, Value};
 use spec::{
-    BackendSpec, Expectation, HostsSource, PartitionAvailability, RunFolder, RunStats,
-    ScenarioInfo, SshSpec, TestRecord, TestSpec,
+    BackendSpec, Expectation, HostsSource, OneDownProbe, PartitionAvailability, RunFolder,
+    RunStats, ScenarioInfo, SshSpec, TestRecord, TestSpec,
 };
 use workloads::Checker;
 
@@ -228,6 +228,9 @@ fn judge<P: Phases>(
             phases.availability_bound(),
         );
     }
+    if let Some(probe) = &ran.stats.one_down {
+        add_one_down(&mut checked.results, probe);
+    }
     folder.write_results(&checked.results)?;
     let anomalies = checked.results.counted_anomalies();
     let secs = began.elapsed().as_secs_f64();
@@ -318,6 +321,74 @@ pub fn add_availability(
         &json!({
             "bound_secs": bound.as_secs_f64(),
             "partitions": availability,
+            "anomalies": anomalies,
+        }),
+    );
+}
+
+/// The one-down checker: `invalid` (`unavailable-with-one-down`) if, with one node
+/// killed after the cluster had healed and was fully in sync, a partition accepted no
+/// acks=all write within the bound although the settings tolerate a failure; `valid`
+/// when every partition did, or when the probe did not run (it says why).
+///
+/// Before the kill it also judges the healed cluster: `isr-not-restored` for a partition
+/// that was still not fully in sync after the probe's wait while the cluster cannot have
+/// been catching up on it (its leader's own ISR differs from the metadata's, or a replica
+/// that holds the leader's whole log stays outside the ISR).
+pub fn add_one_down(results: &mut Results, probe: &OneDownProbe) {
+    let node = probe.node.as_deref().unwrap_or("none");
+    let not_restored = probe.not_restored.iter().map(|stuck| {
+        json!({
+            "kind": "isr-not-restored",
+            "key": stuck.key,
+            "leader": stuck.leader,
+            "replica": stuck.replica,
+            "explanation": format!(
+                "{} s after the cluster healed and served again, with nothing written, {} is \
+                 still not fully in sync and cannot be catching up: {}",
+                crate::one_down::IN_SYNC_TIMEOUT.as_secs(),
+                stuck.key,
+                stuck.why
+            ),
+        })
+    });
+    let anomalies: Vec<Value> = not_restored
+        .collect::<Vec<Value>>()
+        .into_iter()
+        .chain(probe
+        .availability
+        .iter()
+        .filter(|p| p.first_write_secs.is_none())
+        .map(|p| {
+            json!({
+                "kind": "unavailable-with-one-down",
+                "partition": p.partition,
+                "node": node,
+                "explanation": format!(
+                    "with {node} killed after the cluster had healed and every partition was \
+                     fully in sync, partition {} accepted no acks=all write within {} s, \
+                     although the settings tolerate one failure (last error: {})",
+                    p.partition,
+                    probe.bound_secs,
+                    p.last_error.as_deref().unwrap_or("none")
+                ),
+            })
+        }))
+        .collect();
+    let verdict = if anomalies.is_empty() {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    results.add(
+        "one-down",
+        verdict,
+        &json!({
+            "node": probe.node,
+            "skipped": probe.skipped,
+            "bound_secs": probe.bound_secs,
+            "partitions": probe.availability,
+            "not_restored": probe.not_restored,
             "anomalies": anomalies,
         }),
     );

@@ -35,7 +35,7 @@ use nemesis::{AdminAction, ClusterControl, Journal, JournalError, Nemesis, Nemes
 use rng::Rng;
 use serde::Serialize;
 use serde_json::json;
-use spec::{RunFolder, RunStats, TestSpec, WorkloadPlan};
+use spec::{OneDownProbe, RunFolder, RunStats, TestSpec, WorkloadPlan};
 use tokio::sync::watch;
 use workloads::availability::probe_availability;
 use workloads::recorder::Recorder;
@@ -45,6 +45,7 @@ use crate::check::CheckSettings;
 use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
 use crate::lifecycle::{self, Broker, Phases, Ran, TOPIC};
+use crate::one_down::OneDown;
 use sut::{Connector, TopicLayout, TopicSpec};
 
 /// How long the cluster may take to form and serve the topic.
@@ -57,6 +58,10 @@ const FINAL_READS_TIMEOUT: Duration = Duration::from_secs(60);
 /// registered and answering, every partition led by a caught-up leader. Generous: a
 /// restarted broker must rejoin the quorum, and a wiped one re-replicate its partitions.
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(120);
+/// After the one-down probe restarted its node, how long the cluster may take to serve
+/// again before the final reads (a restart on its own data: quick, unless the probe
+/// found the cluster broken, when waiting longer only delays the verdict).
+const AFTER_ONE_DOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bounds the heal after a failed phase (the brokers are stopped next anyway).
 const EMERGENCY_HEAL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -100,6 +105,9 @@ pub async fn execute(spec: &TestSpec, broker: &Broker) -> Result<TestOutcome> {
     let stats = &finished.stats;
     crate::check::print_summary(&finished.checked);
     print_availability(stats);
+    if let Some(probe) = &stats.one_down {
+        print_one_down(probe);
+    }
     if let Some(tally) = &stats.nemesis {
         println!("{}", tally.summary_line());
     }
@@ -238,6 +246,19 @@ async fn run_phases(
         heal_and_recover(plan, cluster, faults.as_ref(), &mut stats).await?;
         stats.availability =
             probe_availability(&*connector, &options, &recorder, AVAILABILITY_BOUND).await?;
+        if let Some(faults) = &faults {
+            let probe = one_down(plan, seed, cluster, faults, &*connector, &options, &recorder, &stats).await?;
+            if probe.node.is_some() {
+                if let Err(problem) =
+                    wait_serving(cluster, plan.partitions, AFTER_ONE_DOWN_TIMEOUT).await
+                {
+                    eprintln!(
+                        "warning: after the one-down probe the cluster did not serve again: {problem}"
+                    );
+                }
+            }
+            stats.one_down = Some(probe);
+        }
         let finals =
             workloads::final_reads(&*connector, &options, &recorder, FINAL_READS_TIMEOUT).await?;
         stats.final_reads_complete = finals.complete();
@@ -252,6 +273,47 @@ async fn run_phases(
     }
     result?;
     Ok(stats)
+}
+
+/// The one-down probe ([`crate::one_down`]) of a fault test, once the heal left every
+/// partition available (otherwise the availability checker has judged already).
+#[allow(clippy::too_many_arguments)]
+async fn one_down(
+    plan: &WorkloadPlan,
+    seed: u64,
+    cluster: &Cluster,
+    faults: &Faults,
+    connector: &dyn Connector,
+    options: &WorkloadOptions,
+    recorder: &Recorder,
+    stats: &RunStats,
+) -> Result<OneDownProbe> {
+    if !stats.recovered
+        || stats
+            .availability
+            .iter()
+            .any(|p| p.first_write_secs.is_none())
+    {
+        return Ok(OneDownProbe {
+            skipped: Some("the cluster was not available after the heal".into()),
+            bound_secs: AVAILABILITY_BOUND.as_secs_f64(),
+            ..OneDownProbe::default()
+        });
+    }
+    OneDown {
+        cluster,
+        control: &faults.control,
+        journal: &faults.journal,
+        connector,
+        options,
+        recorder,
+        replication_factor: plan.replication_factor,
+        partitions: plan.partitions,
+        seed,
+        bound: AVAILABILITY_BOUND,
+    }
+    .run()
+    .await
 }
 
 /// What the workers do: the plan's workload, rate, length and shapes.
@@ -692,6 +754,41 @@ fn print_availability(stats: &RunStats) {
     }
     if !stats.final_reads_complete {
         println!("warning: the final reads did not reach the end of every partition");
+    }
+}
+
+/// The one-down probe's line: what was killed and whether every partition took a write,
+/// or why it did not run; then any partition the healed cluster left out of sync.
+fn print_one_down(probe: &OneDownProbe) {
+    for stuck in &probe.not_restored {
+        println!("one-down: isr-not-restored on {}: {}", stuck.key, stuck.why);
+    }
+    match (&probe.node, &probe.skipped) {
+        (Some(node), _) => {
+            let down: Vec<String> = probe
+                .availability
+                .iter()
+                .filter(|p| p.first_write_secs.is_none())
+                .map(|p| p.partition.to_string())
+                .collect();
+            let slowest = probe
+                .availability
+                .iter()
+                .filter_map(|p| p.first_write_secs)
+                .fold(0.0_f64, f64::max);
+            if down.is_empty() {
+                println!(
+                    "one-down: with {node} killed every partition accepted a write (slowest {slowest:.2} s)"
+                );
+            } else {
+                println!(
+                    "one-down: unavailable-with-one-down ({node} killed) on partitions {}",
+                    down.join(", ")
+                );
+            }
+        }
+        (None, Some(skipped)) => println!("one-down: not run ({skipped})"),
+        (None, None) => {}
     }
 }
 

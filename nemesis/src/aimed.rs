@@ -5,7 +5,9 @@
 //! - [`Aim::ControllerCut`] (KAFKA-3083's shape): the controller's metadata port is cut
 //!   from every other node (the metadata quorum's leader and voters among them), and,
 //!   while it is cut off, an admin request (a preferred-leader election or a leader
-//!   transfer) is sent; the cut lasts long enough for its session to expire.
+//!   transfer) is sent to it alone; the cut lasts until another node is controller (its
+//!   session expired), then a hold more, so that it comes back as a deposed controller
+//!   with the request still queued.
 //! - [`Aim::AfterChange`] (CrashTuner, SOSP 2019: crash right after a metadata write):
 //!   the roles are polled every [`POLL`] until a partition's ISR grows or its leadership
 //!   moves ([`changes`]), and that partition's leader is killed or isolated at once.
@@ -49,6 +51,13 @@ pub const REQUEST_AFTER_MS: (u64, u64) = (0, 8_000);
 /// is not withdrawn: the broker may still carry it out), so that a request stuck behind
 /// the cut does not hold the package for the driver's whole retry budget.
 pub const REQUEST_WAIT: Duration = Duration::from_secs(4);
+
+/// How long a controller cut waits, after its admin request, for another node to be
+/// controller (the cut one's metadata session expired and a successor was elected)
+/// before its undo's hold begins: longer than the longest session timeout a test uses
+/// (15 s in the nightly matrix), so that a cut is a soft failure of the controller, not
+/// a blip it rides out.
+pub const FAILOVER_WAIT: Duration = Duration::from_secs(20);
 
 /// What a strike does to the node it aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -133,13 +142,15 @@ impl Aim {
 
     /// Draws a strike: each of the three aims with chance ⅓; after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
-    /// with chance ½; waits uniform in [`WATCH_MS`], requests after
+    /// with chance ½ (a cut's request a transfer with chance ¾); waits uniform in [`WATCH_MS`], requests after
     /// [`REQUEST_AFTER_MS`].
     pub fn draw(rng: &mut Rng) -> Aim {
         let watch_ms = rng.between(WATCH_MS.0, WATCH_MS.1);
         match rng.below(3) {
             0 => Aim::ControllerCut {
-                request: if rng.chance(0.5) {
+                // A preferred election is a no-op while every leader is preferred (the
+                // usual state), so most cuts carry a transfer: queued work for sure.
+                request: if rng.chance(0.25) {
                     CutRequest::ElectPreferred
                 } else {
                     CutRequest::TransferLeader

@@ -63,6 +63,19 @@ pub trait ClusterControl: Send + Sync {
     /// An admin request; the broker's JSON answer, or its error.
     fn admin<'a>(&'a self, action: &'a AdminAction) -> BoxFuture<'a, Result<Value, ControlError>>;
 
+    /// The admin request sent to `node` alone (which handles it, or forwards it to the
+    /// controller it knows), never retried at another node: a request aimed at one
+    /// broker, such as one the controller must take while it is cut off. The default
+    /// is [`ClusterControl::admin`], for a cluster that cannot aim.
+    fn admin_at<'a>(
+        &'a self,
+        action: &'a AdminAction,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Value, ControlError>> {
+        let _ = node;
+        self.admin(action)
+    }
+
     /// Arms (`Some(actions)`) or releases (`None`) failpoint `point` of `node`'s broker;
     /// the broker's answer. A cluster without failpoints refuses.
     fn failpoint<'a>(

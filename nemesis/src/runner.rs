@@ -1571,7 +1571,7 @@ impl Worker {
             "why".into(),
             json!("the controller's metadata port is cut from the metadata quorum while an admin request is sent"),
         );
-        let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller]));
+        let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller.clone()]));
         if let Some(error) = self
             .partition(
                 PackageKind::Aimed,
@@ -1617,7 +1617,15 @@ impl Worker {
             "request".into(),
             serde_json::to_value(&action).unwrap_or(Value::Null),
         );
-        match tokio::time::timeout(aimed::REQUEST_WAIT, self.control.admin(&action)).await {
+        // To the cut-off controller alone: retried at the others, the request would be
+        // carried out by the controller that takes over, and the one cut off would have
+        // nothing queued when it comes back.
+        match tokio::time::timeout(
+            aimed::REQUEST_WAIT,
+            self.control.admin_at(&action, &controller),
+        )
+        .await
+        {
             Ok(Ok(answer)) => {
                 value.insert("answer".into(), answer);
             }
@@ -1634,6 +1642,26 @@ impl Worker {
                 );
             }
         }
+        // The cut is a soft failure only once the rest of the cluster has given the
+        // controller up: hold it until another node is controller (its session expired
+        // and a successor was elected), at most FAILOVER_WAIT; the undo's hold follows.
+        let began = Instant::now();
+        let mut successor = None;
+        while began.elapsed() < aimed::FAILOVER_WAIT {
+            if let Ok(Some(now)) = tokio::time::timeout(aimed::POLL * 4, self.control.roles()).await
+            {
+                if let Some(other) = now.controller.filter(|c| *c != controller) {
+                    successor = Some(other);
+                    break;
+                }
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        value.insert("successor".into(), json!(successor));
+        value.insert(
+            "failover_wait_ms".into(),
+            json!(began.elapsed().as_millis() as u64),
+        );
         None
     }
 

@@ -122,6 +122,45 @@ pub struct RunStats {
     pub nemesis: Option<NemesisTally>,
     /// Faults the final heal could not undo (empty when it healed everything).
     pub nemesis_unhealed: Vec<String>,
+    /// The one-down probe after the availability probe (absent: not a fault test, or a
+    /// run from before the probe).
+    #[serde(default)]
+    pub one_down: Option<OneDownProbe>,
+}
+
+/// The one-down probe: once the cluster has healed and every partition is fully in
+/// sync again, one node is killed, and every partition must still take an acks=all
+/// write within the bound, as the settings promise when they tolerate a failure
+/// (Kafka: replication factor above `min.insync.replicas`). A cluster that healed into
+/// an inconsistent state (a leader and the metadata disagreeing on the ISR, say) shows
+/// it here, and nowhere else, since every node is back by the end of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OneDownProbe {
+    /// The node killed (restarted with its data afterwards); `None` when the probe did
+    /// not run.
+    pub node: Option<String>,
+    /// Why it did not run.
+    pub skipped: Option<String>,
+    pub bound_secs: f64,
+    /// Each partition's first acknowledged write with the node down.
+    pub availability: Vec<PartitionAvailability>,
+    /// Partitions still not fully in sync on the healed, idle cluster that it cannot be
+    /// catching up on (looked at before the kill).
+    #[serde(default)]
+    pub not_restored: Vec<NotRestored>,
+}
+
+/// A partition that the healed cluster does not bring back in sync: its leader's own ISR
+/// differs from the metadata's, or a replica that holds the leader's whole log stays
+/// outside the ISR.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotRestored {
+    /// `topic/partition`.
+    pub key: String,
+    pub leader: String,
+    /// The replica left out, when that is what is wrong.
+    pub replica: Option<String>,
+    pub why: String,
 }
 
 /// What the nemesis did, by `f`: the one-line summary of a test and its `stats.json`.

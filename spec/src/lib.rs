@@ -12,8 +12,8 @@ pub mod folder;
 pub mod spec;
 
 pub use folder::{
-    Expectation, FolderError, NemesisTally, PartitionAvailability, RunFolder, RunStats,
-    ScenarioInfo, TestRecord,
+    Expectation, FolderError, NemesisTally, NotRestored, OneDownProbe, PartitionAvailability,
+    RunFolder, RunStats, ScenarioInfo, TestRecord,
 };
 pub use spec::{
     BackendSpec, BrokerSettings, HostsSource, Mode, NemesisSpec, Plan, ScenarioPlan, SpecError,

@@ -75,4 +75,13 @@ pub trait Db: Send + Sync {
 
     /// The API of a cluster of `nodes` (running or not: it only sends requests).
     fn api(&self, nodes: &[NodeInfo]) -> Result<Arc<dyn Api>, DbError>;
+
+    /// How many of its replicas a partition of `replication_factor` may lose with
+    /// acknowledged (acks=all) writes still accepted, under `settings` (Kafka: the
+    /// replication factor less `min.insync.replicas`). 0, the default, when the system
+    /// cannot say: then no check relies on it.
+    fn failures_tolerated(&self, settings: &[String], replication_factor: u32) -> u32 {
+        let _ = (settings, replication_factor);
+        0
+    }
 }

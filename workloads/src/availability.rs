@@ -30,6 +30,10 @@ pub enum ProbeError {
     Task(#[from] tokio::task::JoinError),
 }
 
+/// Attempts per partition a probe may make before its values would reach the next
+/// round's (one every 200 ms: far more than any bound allows).
+const ATTEMPTS_PER_ROUND: i64 = 1_000_000;
+
 /// After the heal, an acks=all write to every partition, retried until one is
 /// acknowledged or [`AVAILABILITY_BOUND`] passes; recorded like any other write (values
 /// negative, so they never collide with the workers').
@@ -39,6 +43,19 @@ pub async fn probe_availability(
     recorder: &Recorder,
     bound: Duration,
 ) -> Result<Vec<PartitionAvailability>, ProbeError> {
+    probe_availability_round(connector, options, recorder, bound, 0).await
+}
+
+/// [`probe_availability`] as the `round`-th probe of a run (0 the first): each round's
+/// values are its own, so a later probe never writes a value an earlier one wrote.
+pub async fn probe_availability_round(
+    connector: &dyn Connector,
+    options: &WorkloadOptions,
+    recorder: &Recorder,
+    bound: Duration,
+    round: u32,
+) -> Result<Vec<PartitionAvailability>, ProbeError> {
+    let first_attempt = i64::from(round) * ATTEMPTS_PER_ROUND;
     let target = connector.target();
     let mut tasks = tokio::task::JoinSet::new();
     for partition in 0..target.partitions {
@@ -54,7 +71,7 @@ pub async fn probe_availability(
             let mut process = recorder.reserve_process();
             let key = client.target().key(partition);
             let mut last_error = None;
-            let mut attempt: i64 = 0;
+            let mut attempt: i64 = first_attempt;
             while start.elapsed() < bound {
                 let value = -1 - (i64::from(partition) + attempt * partitions);
                 attempt += 1;

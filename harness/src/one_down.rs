@@ -1,0 +1,295 @@
+//! The one-down probe, after the availability probe of a fault test: the cluster has
+//! healed, so every node is back and every partition should be fully in sync again; one
+//! node is killed, and every partition must still take an acks=all write within the
+//! bound, as the settings promise when they tolerate a failure
+//! ([`sut::Db::failures_tolerated`]). Then the node is restarted on its data and the
+//! cluster must serve again before the final reads.
+//!
+//! Why: a run ends with every node back, so a cluster that healed into an inconsistent
+//! state (a leader whose ISR the metadata no longer agrees with, a replica that cannot
+//! be shrunk out) looks healthy to the availability probe and the final reads. Jepsen's
+//! and VOPR's liveness phases ask the same of a healed cluster: that it still rides out
+//! the failures it is built for. The kill and the restart are `kill`/`start` operations
+//! of the nemesis in the history (`"phase": "one-down"`), the probe's writes ordinary
+//! writes, so the history says everything that happened.
+
+use std::time::{Duration, Instant};
+
+use nemesis::{ClusterControl, Journal};
+use rng::Rng;
+use serde_json::json;
+use spec::{NotRestored, OneDownProbe};
+use sut::{Connector, PartitionRoles, ReplicaView, Roles};
+use workloads::availability::probe_availability_round;
+use workloads::recorder::Recorder;
+use workloads::WorkloadOptions;
+
+use crate::cluster::Cluster;
+use crate::faults::{ClusterFaults, HistoryJournal};
+use crate::lifecycle::TOPIC;
+
+/// How long the probe waits for every partition's ISR to be its whole replica set before
+/// it kills anything (a kill before that may leave a partition without a live in-sync
+/// replica, which is no failure of the system).
+pub const IN_SYNC_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What the probe needs of the run.
+pub struct OneDown<'a> {
+    pub cluster: &'a Cluster,
+    pub control: &'a ClusterFaults,
+    pub journal: &'a HistoryJournal,
+    pub connector: &'a dyn Connector,
+    pub options: &'a WorkloadOptions,
+    pub recorder: &'a Recorder,
+    pub replication_factor: u32,
+    pub partitions: u32,
+    pub seed: u64,
+    pub bound: Duration,
+}
+
+impl OneDown<'_> {
+    /// Runs the probe; a probe that cannot run says why in `skipped`. Errors are the
+    /// harness's own (the history could not be written).
+    pub async fn run(&self) -> anyhow::Result<OneDownProbe> {
+        let mut probe = OneDownProbe {
+            bound_secs: self.bound.as_secs_f64(),
+            ..OneDownProbe::default()
+        };
+        let settled = self.wait_in_sync().await;
+        let Some(roles) = settled.roles else {
+            probe.skipped = Some(format!(
+                "no node answered with the roles within {} s",
+                IN_SYNC_TIMEOUT.as_secs()
+            ));
+            return Ok(probe);
+        };
+        let ours: Vec<&PartitionRoles> = roles
+            .partitions
+            .iter()
+            .filter(|p| p.topic == TOPIC)
+            .collect();
+        if !settled.lagging.is_empty() {
+            probe.not_restored = self.not_restored(&ours, &settled.lagging).await;
+        }
+        let tolerated = self
+            .cluster
+            .db
+            .failures_tolerated(&self.cluster.spec.settings, self.replication_factor);
+        if tolerated == 0 {
+            probe.skipped = Some(format!(
+                "the settings tolerate no failure at replication factor {}",
+                self.replication_factor
+            ));
+            return Ok(probe);
+        }
+        if ours.len() < self.partitions as usize {
+            probe.skipped = Some(format!(
+                "{} of {} partitions known",
+                ours.len(),
+                self.partitions
+            ));
+            return Ok(probe);
+        }
+        // Fully in sync, any node; else only one whose loss leaves every partition the
+        // in-sync replicas an acks=all write needs, one of them to lead.
+        let needed = self.replication_factor.saturating_sub(tolerated).max(1) as usize;
+        let candidates: Vec<String> = self
+            .control
+            .nodes()
+            .into_iter()
+            .filter(|node| {
+                ours.iter().all(|p| {
+                    p.leader.is_some() && p.isr.iter().filter(|m| *m != node).count() >= needed
+                })
+            })
+            .collect();
+        let mut rng = Rng::derive(self.seed, "one-down", 0);
+        let Some(node) = rng.pick(&candidates).cloned() else {
+            probe.skipped = Some(format!(
+                "not fully in sync after {} s ({}), and every node's loss would leave a \
+                 partition below {needed} in-sync replicas",
+                IN_SYNC_TIMEOUT.as_secs(),
+                settled.lagging.join(", ")
+            ));
+            return Ok(probe);
+        };
+        eprintln!("one-down probe: {node} killed, every partition must take a write");
+        let token = self
+            .journal
+            .invoke("kill", json!({"nodes": [node], "phase": "one-down"}))?;
+        let killed = self.control.kill(&node).await;
+        let error = killed.as_ref().err().map(|e| e.to_string());
+        self.journal.complete(
+            token,
+            "kill",
+            json!({"nodes": [node], "phase": "one-down", "pid": killed.ok().flatten()}),
+            error.clone(),
+        )?;
+        if let Some(error) = error {
+            probe.skipped = Some(format!("{node} could not be killed: {error}"));
+            return Ok(probe);
+        }
+        probe.node = Some(node.clone());
+        probe.availability =
+            probe_availability_round(self.connector, self.options, self.recorder, self.bound, 1)
+                .await?;
+        let token = self
+            .journal
+            .invoke("start", json!({"nodes": [node], "phase": "one-down"}))?;
+        let started = self.control.start(&node, false).await;
+        let error = started.as_ref().err().map(|e| e.to_string());
+        self.journal.complete(
+            token,
+            "start",
+            json!({"nodes": [node], "phase": "one-down", "pid": started.ok()}),
+            error.clone(),
+        )?;
+        if let Some(error) = error {
+            anyhow::bail!("the one-down probe could not restart {node}: {error}");
+        }
+        Ok(probe)
+    }
+
+    /// Waits (up to [`IN_SYNC_TIMEOUT`]) until every partition of the test's topic has a
+    /// leader and all its replicas in its ISR; the last roles read, and the partitions
+    /// that were not (empty when all were).
+    async fn wait_in_sync(&self) -> Settled {
+        let began = Instant::now();
+        let mut last = Settled::default();
+        loop {
+            if let Some(roles) = self.control.roles().await {
+                let ours: Vec<&PartitionRoles> = roles
+                    .partitions
+                    .iter()
+                    .filter(|p| p.topic == TOPIC)
+                    .collect();
+                let known = ours.len() >= self.partitions as usize;
+                let lagging: Vec<String> = ours
+                    .iter()
+                    .filter(|p| !fully_in_sync(p))
+                    .map(|p| p.key())
+                    .collect();
+                let done = known && lagging.is_empty();
+                last = Settled {
+                    roles: Some(roles),
+                    lagging,
+                };
+                if done {
+                    return last;
+                }
+            }
+            if began.elapsed() >= IN_SYNC_TIMEOUT {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Of the `lagging` partitions (not fully in sync on a healed, idle cluster for
+    /// [`IN_SYNC_TIMEOUT`]), those the cluster cannot be catching up on: the leader's own
+    /// ISR is not the metadata's, or a replica outside the ISR already holds the leader's
+    /// whole log. Each is confirmed by a second look a second later.
+    async fn not_restored(
+        &self,
+        partitions: &[&PartitionRoles],
+        lagging: &[String],
+    ) -> Vec<NotRestored> {
+        let first = self.stuck(partitions, lagging).await;
+        if first.is_empty() {
+            return first;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(roles) = self.control.roles().await else {
+            return Vec::new();
+        };
+        let now: Vec<&PartitionRoles> = roles
+            .partitions
+            .iter()
+            .filter(|p| p.topic == TOPIC)
+            .collect();
+        let again = self.stuck(&now, lagging).await;
+        first
+            .into_iter()
+            .filter(|a| again.iter().any(|b| b.key == a.key && b.why == a.why))
+            .collect()
+    }
+
+    async fn stuck(&self, partitions: &[&PartitionRoles], lagging: &[String]) -> Vec<NotRestored> {
+        let mut found = Vec::new();
+        for partition in partitions
+            .iter()
+            .filter(|p| lagging.contains(&p.key()) && !fully_in_sync(p))
+        {
+            let Some(leader) = &partition.leader else {
+                continue;
+            };
+            let view_of = |views: Option<Vec<ReplicaView>>| {
+                views.and_then(|all| {
+                    all.into_iter()
+                        .find(|v| v.topic == partition.topic && v.partition == partition.partition)
+                })
+            };
+            let Some(lead) = view_of(self.control.replicas(leader).await) else {
+                continue;
+            };
+            if !lead.leading {
+                continue;
+            }
+            let mut own = lead.isr.clone();
+            let mut metadata = partition.isr.clone();
+            own.sort();
+            metadata.sort();
+            if own != metadata {
+                found.push(NotRestored {
+                    key: partition.key(),
+                    leader: leader.clone(),
+                    replica: None,
+                    why: format!(
+                        "its leader {leader} has ISR {{{}}}, the metadata {{{}}}",
+                        lead.isr.join(", "),
+                        partition.isr.join(", ")
+                    ),
+                });
+                continue;
+            }
+            for replica in partition
+                .replicas
+                .iter()
+                .filter(|r| !partition.isr.contains(r))
+            {
+                let Some(view) = view_of(self.control.replicas(replica).await) else {
+                    continue;
+                };
+                if view.log_end_offset >= lead.log_end_offset {
+                    found.push(NotRestored {
+                        key: partition.key(),
+                        leader: leader.clone(),
+                        replica: Some(replica.clone()),
+                        why: format!(
+                            "{replica} holds the leader's whole log (log end {} of {}) but is \
+                             not in the ISR",
+                            view.log_end_offset, lead.log_end_offset
+                        ),
+                    });
+                }
+            }
+        }
+        found
+    }
+}
+
+/// What [`OneDown::wait_in_sync`] saw last.
+#[derive(Default)]
+struct Settled {
+    roles: Option<Roles>,
+    lagging: Vec<String>,
+}
+
+/// A leader, and every replica in the ISR.
+fn fully_in_sync(partition: &PartitionRoles) -> bool {
+    partition.leader.is_some()
+        && partition
+            .replicas
+            .iter()
+            .all(|node| partition.isr.contains(node))
+}
