@@ -104,6 +104,10 @@ impl Db for BrokerDb {
         Ok(Arc::new(BrokerApi::new(nodes)?))
     }
 
+    fn truncations(&self, log: &str) -> Vec<sut::Truncation> {
+        views::truncations(log)
+    }
+
     fn failures_tolerated(&self, settings: &[String], replication_factor: u32) -> u32 {
         replication_factor.saturating_sub(config::min_insync_replicas(settings))
     }

@@ -175,6 +175,47 @@ pub fn failpoint_hits(answer: &Value) -> Option<BTreeMap<String, u64>> {
     Failpoints::deserialize(answer).ok().map(|f| f.hits)
 }
 
+/// The broker log's marker of a replica event: the rest of the line is the event's JSON
+/// (`server/partitions.rs`, `log_truncation`).
+const REPLICA_EVENT: &str = "replica_event=";
+
+/// The truncations a broker's log records (lines with a [`REPLICA_EVENT`] of kind
+/// `truncated`), in order; colour codes are passed over, a line that does not parse is
+/// not an event.
+pub fn truncations(log: &str) -> Vec<sut::Truncation> {
+    log.lines()
+        .filter_map(|line| {
+            let plain = strip_ansi(line);
+            let at = plain.find(REPLICA_EVENT)?;
+            let json = plain[at + REPLICA_EVENT.len()..].trim();
+            let value: Value = serde_json::from_str(json).ok()?;
+            if value.get("kind").and_then(Value::as_str) != Some("truncated") {
+                return None;
+            }
+            serde_json::from_value(value).ok()
+        })
+        .collect()
+}
+
+/// `line` without its ANSI escape sequences (`ESC [ ... letter`).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +285,27 @@ mod tests {
         let hits = failpoint_hits(&json!({"enabled": true, "hits": {"a@2": 3}})).unwrap();
         assert_eq!(hits.get("a@2"), Some(&3));
         assert_eq!(failpoint_hits(&json!({})), Some(BTreeMap::new()));
+    }
+
+    #[test]
+    fn truncations_are_read_back_from_the_log_colours_and_all() {
+        let log = "2026-12-02T14:02:00Z  INFO broker: broker started\n\
+            2026-12-02T14:02:01Z \u{1b}[33m WARN\u{1b}[0m broker::server::partitions: replica discarded records \u{1b}[3mbroker\u{1b}[0m=3 \u{1b}[3mreplica_event\u{1b}[0m={\"kind\":\"truncated\",\"reason\":\"epoch\",\"from\":15,\"to\":10,\"high_watermark\":15,\"leader_log_end\":null,\"unclean_leader_election\":false,\"topic\":\"p\",\"partition\":0}\n\
+            replica_event={\"kind\":\"other\"}\n\
+            replica_event={not json\n";
+        let found = truncations(log);
+        assert_eq!(
+            found,
+            vec![sut::Truncation {
+                topic: "p".into(),
+                partition: 0,
+                reason: "epoch".into(),
+                from: 15,
+                to: 10,
+                high_watermark: 15,
+                leader_log_end: None,
+                unclean_leader_election: false,
+            }]
+        );
     }
 }

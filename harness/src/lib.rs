@@ -13,7 +13,8 @@
 //!   and backend, its `Journal` on the history recorder.
 //! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder;
 //!   [`one_down`]: its liveness probe after the heal (one node killed, every partition
-//!   must still take writes).
+//!   must still take writes); [`truncations`]: the oracle over the truncations the
+//!   nodes' logs record (no replica discards records it knew committed).
 //! - [`scenario`]: scenario files (a bug report as a script of faults and an
 //!   expectation) and playing one on a cluster; [`repro`]: `harness repro`.
 //! - [`nightly`]: `harness nightly`: random tests and every reproduction until a budget
@@ -38,6 +39,7 @@ pub mod scenario;
 pub mod serve;
 pub mod system;
 pub mod test_run;
+pub mod truncations;
 
 /// Exit code for an error of the harness itself (bad input, unreadable file, ...).
 pub const EXIT_TOOL_ERROR: i32 = 3;

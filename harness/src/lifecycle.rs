@@ -231,6 +231,10 @@ fn judge<P: Phases>(
     if let Some(probe) = &ran.stats.one_down {
         add_one_down(&mut checked.results, probe);
     }
+    let truncations = crate::truncations::read(&*crate::system::db(), &folder.nodes());
+    if !truncations.is_empty() {
+        crate::truncations::add(&mut checked.results, &truncations);
+    }
     folder.write_results(&checked.results)?;
     let anomalies = checked.results.counted_anomalies();
     let secs = began.elapsed().as_secs_f64();

@@ -84,4 +84,36 @@ pub trait Db: Send + Sync {
         let _ = (settings, replication_factor);
         0
     }
+
+    /// The truncations that discarded records which a node's log (its text, as
+    /// collected after the run) records, oldest first; none, the default, for a system
+    /// that does not record them.
+    fn truncations(&self, log: &str) -> Vec<Truncation> {
+        let _ = log;
+        Vec::new()
+    }
+}
+
+/// A replica's truncation that discarded records, as the node recorded it at that
+/// moment: what an oracle outside needs to judge whether committed records went.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Truncation {
+    pub topic: String,
+    pub partition: u32,
+    /// The system's name for why (our broker: `hw`, `epoch`, `ahead-of-leader`,
+    /// `out-of-range`).
+    pub reason: String,
+    /// The log end before.
+    pub from: u64,
+    /// The log end after.
+    pub to: u64,
+    /// The replica's high watermark before: what it knew to be committed.
+    pub high_watermark: u64,
+    /// The leader's log end, when the truncation was decided on it.
+    #[serde(default)]
+    pub leader_log_end: Option<u64>,
+    /// Whether unclean elections were allowed (a follower may then have to discard
+    /// committed records to follow a shorter leader).
+    #[serde(default)]
+    pub unclean_leader_election: bool,
 }

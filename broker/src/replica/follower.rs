@@ -126,22 +126,22 @@ impl<L: ReplicaLog> Replica<L> {
             let log_end_offset = replica.log.log_end_offset();
             match answer {
                 // UNDEFINED: the leader knows no epoch of ours; the HW is all we can trust.
-                None => replica.truncate_to(replica.high_watermark)?,
+                None => replica.truncate_to(replica.high_watermark, "hw", None)?,
                 Some(EpochEndOffset {
                     leader_epoch,
                     end_offset,
                 }) => match replica.epochs.end_offset_for(leader_epoch, log_end_offset) {
                     Some(ours) if ours.leader_epoch == leader_epoch => {
-                        replica.truncate_to(ours.end_offset.min(end_offset))?
+                        replica.truncate_to(ours.end_offset.min(end_offset), "epoch", None)?
                     }
                     Some(ours) => {
                         // We lack the leader's epoch: cut at the end of our largest
                         // smaller epoch and ask again about that one.
-                        replica.truncate_to(ours.end_offset.min(log_end_offset))?;
+                        replica.truncate_to(ours.end_offset.min(log_end_offset), "epoch", None)?;
                         return replica.start_truncation(view, state, now_ms);
                     }
                     // We track no epoch that old: the leader's end is the bound.
-                    None => replica.truncate_to(end_offset.min(log_end_offset))?,
+                    None => replica.truncate_to(end_offset.min(log_end_offset), "epoch", None)?,
                 },
             }
             state.phase = Phase::Fetching;
@@ -186,15 +186,19 @@ impl<L: ReplicaLog> Replica<L> {
                         log_end_offset,
                     }]);
                 }
-                replica.truncate_to(leader.log_end_offset)?;
+                replica.truncate_to(
+                    leader.log_end_offset,
+                    "ahead-of-leader",
+                    Some(leader.log_end_offset),
+                )?;
             } else if replica.config.bugs.kafka_2143 {
                 // KAFKA-2143: the 0.9.0 fetcher took "leader LEO >= ours" to mean we fell
                 // behind its log start, though we may have been ahead a moment ago (the
                 // leader appended since the fetch): the whole log goes.
-                replica.truncate_fully_and_start_at(leader.log_start_offset)?;
+                replica.truncate_fully_and_start_at(leader.log_start_offset, leader.log_end_offset)?;
             } else if leader.log_start_offset > log_end_offset {
                 // Really behind the leader's retention: nothing we hold is still useful.
-                replica.truncate_fully_and_start_at(leader.log_start_offset)?;
+                replica.truncate_fully_and_start_at(leader.log_start_offset, leader.log_end_offset)?;
             }
             state.phase = Phase::Fetching;
             Ok(replica.send_phase_request(view, state, now_ms))
@@ -221,7 +225,7 @@ impl<L: ReplicaLog> Replica<L> {
         };
         match self.config.truncation_mode {
             TruncationMode::Hw => {
-                self.truncate_to(self.high_watermark)?;
+                self.truncate_to(self.high_watermark, "hw", None)?;
                 effects.extend(self.send_phase_request(&view, &mut state, now_ms));
             }
             TruncationMode::Epoch => {
@@ -262,7 +266,7 @@ impl<L: ReplicaLog> Replica<L> {
         if self.epochs.latest_epoch().is_some() {
             state.phase = Phase::Truncating;
         } else {
-            self.truncate_to(self.high_watermark)?;
+            self.truncate_to(self.high_watermark, "hw", None)?;
             state.phase = Phase::Fetching;
         }
         Ok(self.send_phase_request(view, state, now_ms))

@@ -100,6 +100,31 @@ pub struct Replica<L: ReplicaLog> {
     high_watermark: Offset,
     epochs: EpochCache,
     last_hw_checkpoint_ms: Option<u64>,
+    /// Truncations that discarded records, since the caller last took them
+    /// ([`Replica::take_truncations`]).
+    truncations: Vec<Truncated>,
+}
+
+/// A truncation that discarded records, as the replica saw it at that moment: what an
+/// outside oracle needs to judge whether committed records went (the broker logs each
+/// one; it judges nothing itself).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Truncated {
+    /// Why: `hw` (to the high watermark), `epoch` (to where the leader's epoch ends),
+    /// `ahead-of-leader` (to a shorter leader's log end), `out-of-range` (the whole log,
+    /// to start at the leader's log start).
+    pub reason: &'static str,
+    /// The log end before.
+    pub from: Offset,
+    /// The log end after.
+    pub to: Offset,
+    /// This replica's high watermark before: what it knew to be committed.
+    pub high_watermark: Offset,
+    /// The leader's log end, when the truncation was decided on it.
+    pub leader_log_end: Option<Offset>,
+    /// Whether unclean elections are allowed (a follower may then have to discard
+    /// committed records to follow a shorter leader).
+    pub unclean_leader_election: bool,
 }
 
 impl<L: ReplicaLog> Replica<L> {
@@ -124,6 +149,7 @@ impl<L: ReplicaLog> Replica<L> {
             high_watermark,
             epochs,
             last_hw_checkpoint_ms: None,
+            truncations: Vec::new(),
         })
     }
 
@@ -286,7 +312,33 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     /// Removes records from `offset` on, with the epochs they started and the HW above.
-    fn truncate_to(&mut self, offset: Offset) -> Result<(), ReplicaError> {
+    /// The truncations that discarded records since the last call, oldest first.
+    pub fn take_truncations(&mut self) -> Vec<Truncated> {
+        std::mem::take(&mut self.truncations)
+    }
+
+    fn record_truncation(
+        &mut self,
+        reason: &'static str,
+        to: Offset,
+        leader_log_end: Option<Offset>,
+    ) {
+        self.truncations.push(Truncated {
+            reason,
+            from: self.log.log_end_offset(),
+            to,
+            high_watermark: self.high_watermark,
+            leader_log_end,
+            unclean_leader_election: self.config.unclean_leader_election,
+        });
+    }
+
+    fn truncate_to(
+        &mut self,
+        offset: Offset,
+        reason: &'static str,
+        leader_log_end: Option<Offset>,
+    ) -> Result<(), ReplicaError> {
         if offset < self.log.log_end_offset() {
             tracing::info!(
                 broker = self.config.broker_id,
@@ -294,6 +346,7 @@ impl<L: ReplicaLog> Replica<L> {
                 log_end_offset = self.log.log_end_offset(),
                 "truncating"
             );
+            self.record_truncation(reason, offset, leader_log_end);
         }
         self.log.truncate_to(offset)?;
         let changed = self.epochs.truncate_from_end(offset);
@@ -302,13 +355,20 @@ impl<L: ReplicaLog> Replica<L> {
         Ok(())
     }
 
-    fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), ReplicaError> {
+    fn truncate_fully_and_start_at(
+        &mut self,
+        offset: Offset,
+        leader_log_end: Offset,
+    ) -> Result<(), ReplicaError> {
         tracing::warn!(
             broker = self.config.broker_id,
             offset,
             log_end_offset = self.log.log_end_offset(),
             "deleting the whole log"
         );
+        if self.log.log_end_offset() > self.log.log_start_offset() {
+            self.record_truncation("out-of-range", offset, Some(leader_log_end));
+        }
         self.log.truncate_fully_and_start_at(offset)?;
         let changed = self.epochs.clear();
         self.persist_epochs(changed)?;

@@ -81,6 +81,9 @@ impl Partition {
         let before = (replica.log_end_offset(), replica.leader_epoch());
         match f(replica) {
             Ok(value) => {
+                for truncated in replica.take_truncations() {
+                    log_truncation(replica.broker_id(), &self.tp, &truncated);
+                }
                 if (replica.log_end_offset(), replica.leader_epoch()) != before {
                     self.changed.send_modify(|generation| *generation += 1);
                 }
@@ -467,4 +470,17 @@ impl Node {
             }
         }
     }
+}
+
+/// The broker log's record of a truncation that discarded records: one line whose last
+/// field, `replica_event`, is the event as JSON (topic and partition added), for oracles
+/// outside the broker (the harness's driver reads it back).
+fn log_truncation(broker: u32, tp: &TopicPartition, truncated: &crate::replica::Truncated) {
+    let mut event = serde_json::to_value(truncated).unwrap_or_default();
+    if let Some(fields) = event.as_object_mut() {
+        fields.insert("kind".into(), "truncated".into());
+        fields.insert("topic".into(), tp.topic.clone().into());
+        fields.insert("partition".into(), tp.partition.into());
+    }
+    tracing::warn!(broker, replica_event = %event, "replica discarded records");
 }
