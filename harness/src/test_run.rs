@@ -105,6 +105,9 @@ pub async fn execute(spec: &TestSpec, broker: &Broker) -> Result<TestOutcome> {
     let stats = &finished.stats;
     crate::check::print_summary(&finished.checked);
     print_availability(stats);
+    for line in crate::truncations::summary_lines(&finished.checked.results) {
+        println!("{line}");
+    }
     if let Some(probe) = &stats.one_down {
         print_one_down(probe);
     }

@@ -114,6 +114,42 @@ pub fn add(results: &mut Results, truncations: &BTreeMap<String, Vec<Truncation>
     );
 }
 
+/// The terminal's lines for the `truncation` checker of `results`: one per anomaly (at
+/// most five, then a count), or one saying how many truncations were judged; none when
+/// the checker did not run.
+pub fn summary_lines(results: &Results) -> Vec<String> {
+    let Some(result) = results.checkers.get("truncation") else {
+        return Vec::new();
+    };
+    let report = &result.report;
+    let anomalies = report["anomalies"].as_array().cloned().unwrap_or_default();
+    if anomalies.is_empty() {
+        return vec![format!(
+            "truncation: {} truncation(s) of records, none below what a replica knew committed",
+            report["truncations"].as_u64().unwrap_or(0)
+        )];
+    }
+    let mut lines = vec![format!(
+        "truncation: truncated-committed: {} found",
+        anomalies.len()
+    )];
+    for anomaly in anomalies.iter().take(5) {
+        lines.push(format!(
+            "  {}",
+            anomaly["explanation"]
+                .as_str()
+                .unwrap_or("(no explanation)")
+        ));
+    }
+    if anomalies.len() > 5 {
+        lines.push(format!(
+            "  ... and {} more (see results.json)",
+            anomalies.len() - 5
+        ));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,8 +204,15 @@ mod tests {
         add(&mut results, &events);
         let counted = results.counted_anomalies();
         assert_eq!(counted.get("truncated-committed"), Some(&1));
+        let lines = summary_lines(&results);
+        assert_eq!(lines[0], "truncation: truncated-committed: 1 found");
+        assert!(
+            lines[1].contains("n2 cut its log of p/0 from 15 to 10"),
+            "{lines:?}"
+        );
         let mut clean = Results::default();
         add(&mut clean, &BTreeMap::new());
         assert!(clean.counted_anomalies().is_empty());
+        assert!(summary_lines(&Results::default()).is_empty());
     }
 }

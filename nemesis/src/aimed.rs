@@ -59,6 +59,26 @@ pub const REQUEST_WAIT: Duration = Duration::from_secs(4);
 /// a blip it rides out.
 pub const FAILOVER_WAIT: Duration = Duration::from_secs(20);
 
+/// A flap's number of leadership moves (at least three: away, back, away again).
+pub const FLAP_MOVES: (u64, u64) = (3, 5);
+/// The gap between two moves of a flap.
+pub const FLAP_GAP_MS: (u64, u64) = (200, 1_000);
+/// The delay a slow flap arms on the partition's replicas: longer than a few of its
+/// gaps, so that a round trip begun before one move is still under way after the next.
+pub const FLAP_DELAY_MS: (u64, u64) = (500, 3_000);
+/// The chance that a flap arms a delay.
+pub const FLAP_SLOW_CHANCE: f64 = 0.5;
+/// The points a slow flap delays: the round trips a replica makes right after a
+/// leadership change (where its log and the new leader's diverge, then its first
+/// fetches).
+pub const FLAP_POINTS: &[&str] = &[
+    "before_offsets_for_leader_epoch",
+    "after_offsets_for_leader_epoch",
+    "leader_offsets_for_leader_epoch",
+    "follower_fetch_response",
+    "leader_fetch_response",
+];
+
 /// What a strike does to the node it aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -102,7 +122,7 @@ pub enum CutRequest {
 }
 
 /// One strike of the `aimed` package.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "aim", rename_all = "kebab-case")]
 pub enum Aim {
     /// Cut the controller's metadata port, then send `request` `request_after_ms` later.
@@ -119,6 +139,16 @@ pub enum Aim {
         strike: Strike,
         whom: LagTarget,
         watch_ms: u64,
+    },
+    /// Leadership flapping: one partition's leadership moved `moves` times, `gap_ms`
+    /// apart, between one of its in-sync followers and its leader (away, back, away...);
+    /// with `slow`, that delay is armed on one of the partition's replicas first
+    /// (released at the undo), so that the round trips a move starts there outlast the
+    /// next move.
+    Flap {
+        moves: u64,
+        gap_ms: u64,
+        slow: Option<crate::slow::Delay>,
     },
 }
 
@@ -137,16 +167,39 @@ impl Aim {
                 whom: LagTarget::Follower,
                 ..
             } => "lagging-follower",
+            Aim::Flap { .. } => "leadership-flap",
         }
     }
 
-    /// Draws a strike: each of the three aims with chance ⅓; after a change, a kill or
+    /// Draws a strike: each of the four aims with chance ¼ (a flap's moves, gaps and
+    /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]); after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
     /// with chance ½ (a cut's request a transfer with chance ¾); waits uniform in [`WATCH_MS`], requests after
     /// [`REQUEST_AFTER_MS`].
     pub fn draw(rng: &mut Rng) -> Aim {
         let watch_ms = rng.between(WATCH_MS.0, WATCH_MS.1);
-        match rng.below(3) {
+        match rng.below(4) {
+            3 => {
+                let moves = rng.between(FLAP_MOVES.0, FLAP_MOVES.1);
+                let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
+                let slow = rng.chance(FLAP_SLOW_CHANCE).then(|| {
+                    let point = rng.pick(FLAP_POINTS).copied().unwrap_or(FLAP_POINTS[0]);
+                    crate::slow::Delay {
+                        point: point.to_string(),
+                        delay_ms: crate::slow::log_uniform(
+                            FLAP_DELAY_MS.0,
+                            FLAP_DELAY_MS.1,
+                            rng.unit(),
+                        ),
+                        percent: 100,
+                    }
+                });
+                Aim::Flap {
+                    moves,
+                    gap_ms,
+                    slow,
+                }
+            }
             0 => Aim::ControllerCut {
                 // A preferred election is a no-op while every leader is preferred (the
                 // usual state), so most cuts carry a transfer: queued work for sure.
@@ -455,6 +508,7 @@ mod tests {
     fn draws_cover_every_aim_and_stay_in_range() {
         let mut kinds = std::collections::BTreeSet::new();
         let mut calm = 0;
+        let (mut slow_flaps, mut plain_flaps) = (0u32, 0u32);
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
@@ -463,21 +517,37 @@ mod tests {
             kinds.insert(format!(
                 "{} {}",
                 aim.target_name(),
-                serde_json::to_value(aim).expect("json")["strike"]
+                serde_json::to_value(&aim).expect("json")["strike"]
             ));
-            match aim {
+            match &aim {
                 Aim::ControllerCut {
                     request_after_ms, ..
-                } => assert!(request_after_ms <= REQUEST_AFTER_MS.1),
+                } => assert!(*request_after_ms <= REQUEST_AFTER_MS.1),
                 Aim::AfterChange { strike, watch_ms } => {
-                    assert_ne!(strike, Strike::Pause);
-                    assert!((WATCH_MS.0..=WATCH_MS.1).contains(&watch_ms));
+                    assert_ne!(*strike, Strike::Pause);
+                    assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
                 }
                 Aim::Lagging {
                     strike, watch_ms, ..
                 } => {
-                    assert_ne!(strike, Strike::Isolate);
-                    assert!((WATCH_MS.0..=WATCH_MS.1).contains(&watch_ms));
+                    assert_ne!(*strike, Strike::Isolate);
+                    assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
+                }
+                Aim::Flap {
+                    moves,
+                    gap_ms,
+                    slow,
+                } => {
+                    assert!((FLAP_MOVES.0..=FLAP_MOVES.1).contains(moves));
+                    assert!((FLAP_GAP_MS.0..=FLAP_GAP_MS.1).contains(gap_ms));
+                    if let Some(delay) = slow {
+                        slow_flaps += 1;
+                        assert!(FLAP_POINTS.contains(&delay.point.as_str()));
+                        assert!((FLAP_DELAY_MS.0..=FLAP_DELAY_MS.1).contains(&delay.delay_ms));
+                        assert_eq!(delay.percent, 100);
+                    } else {
+                        plain_flaps += 1;
+                    }
                 }
             }
             let gap = strike_gap(&mut rng);
@@ -493,8 +563,13 @@ mod tests {
             let held = hold(&aim, &mut rng);
             assert!(held >= Duration::from_millis(500) && held <= Duration::from_secs(10));
         }
-        // controller (no strike) + 2 after a change + 4 on a lag.
-        assert_eq!(kinds.len(), 7, "{kinds:?}");
+        // controller (no strike) + 2 after a change + 4 on a lag + a flap (no strike).
+        assert_eq!(kinds.len(), 8, "{kinds:?}");
+        // A quarter of the draws are flaps, half of them slow.
+        assert!(
+            slow_flaps > 250 && plain_flaps > 250,
+            "{slow_flaps} {plain_flaps}"
+        );
         let share = f64::from(calm) / draws as f64;
         assert!((0.30..0.37).contains(&share), "calm before {share}");
     }

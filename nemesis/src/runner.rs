@@ -89,6 +89,8 @@ pub struct FaultState {
     pub aimed_killed: BTreeSet<String>,
     /// Those of [`FaultState::paused`] that an `aimed` strike paused.
     pub aimed_paused: BTreeSet<String>,
+    /// Those of [`FaultState::slowed`] that an `aimed` flap armed.
+    pub aimed_slowed: BTreeSet<(String, String)>,
 }
 
 impl FaultState {
@@ -101,6 +103,7 @@ impl FaultState {
             && self.slowed.is_empty()
             && self.aimed_killed.is_empty()
             && self.aimed_paused.is_empty()
+            && self.aimed_slowed.is_empty()
     }
 
     /// Whether `package` has a fault in place that its stop step would undo: a kill or
@@ -119,10 +122,15 @@ impl FaultState {
                 .iter()
                 .any(|node| !self.aimed_paused.contains(node)),
             PackageKind::Partition | PackageKind::PartitionPorts => cuts,
-            PackageKind::Slow => !self.slowed.is_empty(),
+            PackageKind::Slow => self
+                .slowed
+                .keys()
+                .any(|key| !self.aimed_slowed.contains(key)),
             PackageKind::Admin => false,
             PackageKind::Aimed => {
-                cuts || !self.aimed_killed.is_empty() || !self.aimed_paused.is_empty()
+                cuts || !self.aimed_killed.is_empty()
+                    || !self.aimed_paused.is_empty()
+                    || !self.aimed_slowed.is_empty()
             }
         }
     }
@@ -1545,7 +1553,121 @@ impl Worker {
                 whom,
                 watch_ms,
             } => self.on_lag(strike, whom, watch_ms, rng, value).await,
+            Aim::Flap {
+                moves,
+                gap_ms,
+                ref slow,
+            } => self.flap(moves, gap_ms, slow.as_ref(), rng, value).await,
         }
+    }
+
+    /// Leadership flapping: a partition with a leader and an in-sync follower (picked
+    /// with `rng`, a killed or paused one passed over) has its leadership moved `moves`
+    /// times, `gap_ms` apart, to the follower, back to the leader, and so on; with
+    /// `slow`, that delay is first armed on one live replica of the partition (entered
+    /// in [`FaultState::aimed_slowed`], released by the undo). Each move's answer or
+    /// error is in `moves`; a move that fails does not end the flap.
+    async fn flap(
+        &self,
+        moves: u64,
+        gap_ms: u64,
+        slow: Option<&crate::slow::Delay>,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let roles = self.roles().await;
+        value.insert("trigger".into(), json!("flap"));
+        let candidates: Vec<(&crate::roles::PartitionRoles, Vec<String>)> = {
+            let state = self.state();
+            let down =
+                |node: &String| state.killed.contains_key(node) || state.paused.contains(node);
+            roles
+                .partitions
+                .iter()
+                .filter_map(|p| {
+                    let leader = p.leader.as_ref().filter(|l| !down(l))?;
+                    let followers: Vec<String> = p
+                        .isr
+                        .iter()
+                        .filter(|node| *node != leader && !down(node))
+                        .cloned()
+                        .collect();
+                    (!followers.is_empty()).then_some((p, followers))
+                })
+                .collect()
+        };
+        let Some((partition, followers)) = rng.pick(&candidates) else {
+            return Some("no-target: no partition with a live leader and in-sync follower".into());
+        };
+        let Some(follower) = rng.pick(followers).cloned() else {
+            return Some("no-target: no in-sync follower".into());
+        };
+        let leader = partition.leader.clone().unwrap_or_default();
+        let key = partition.key();
+        value.insert("key".into(), json!(key));
+        value.insert("node".into(), json!(leader));
+        value.insert("between".into(), json!([follower, leader]));
+        value.insert(
+            "why".into(),
+            json!(format!(
+                "{key}'s leadership flaps between {follower} and {leader}, {gap_ms} ms apart"
+            )),
+        );
+        if let Some(delay) = slow {
+            // One replica, drawn: a delay on every replica would also hold back the
+            // fetches that commit what a leader takes between two moves.
+            let live: Vec<String> = {
+                let state = self.state();
+                let alive: Vec<String> = partition
+                    .replicas
+                    .iter()
+                    .filter(|node| !state.killed.contains_key(*node))
+                    .cloned()
+                    .collect();
+                rng.pick(&alive).cloned().into_iter().collect()
+            };
+            let mut slowed = Map::new();
+            let error = self
+                .slow(
+                    &TargetSpec::Nodes(live.clone()),
+                    std::slice::from_ref(delay),
+                    rng,
+                    &mut slowed,
+                )
+                .await;
+            {
+                let mut state = self.state();
+                for node in &live {
+                    let point = (node.clone(), delay.point.clone());
+                    if state.slowed.contains_key(&point) {
+                        state.aimed_slowed.insert(point);
+                    }
+                }
+            }
+            if let Some(error) = error {
+                slowed.insert("error".into(), json!(error));
+            }
+            value.insert("slow".into(), Value::Object(slowed));
+        }
+        let mut done = Vec::new();
+        for index in 0..moves {
+            if index > 0 {
+                tokio::time::sleep(Duration::from_millis(gap_ms)).await;
+            }
+            let to = if index % 2 == 0 { &follower } else { &leader };
+            let action = AdminAction::TransferLeader {
+                topic: partition.topic.clone(),
+                partition: partition.partition,
+                to: to.clone(),
+            };
+            match tokio::time::timeout(aimed::REQUEST_WAIT, self.control.admin(&action)).await {
+                Ok(Ok(answer)) => done.push(json!({"to": to, "answer": answer})),
+                Ok(Err(error)) => done.push(json!({"to": to, "error": error.0})),
+                Err(_) => done.push(json!({"to": to, "error": "no answer in time"})),
+            }
+        }
+        value.insert("moves".into(), Value::Array(done));
+        None
     }
 
     /// KAFKA-3083's shape: the controller's metadata port cut from every other node, then,
@@ -1927,6 +2049,35 @@ impl Worker {
                 errors.push(error);
             }
             value.insert("start".into(), Value::Object(part));
+        }
+        let slowed: Vec<(String, String)> = {
+            let mut state = self.state();
+            let armed_now: BTreeSet<(String, String)> = state.slowed.keys().cloned().collect();
+            // The slow package's stop (or a kill) may have released some already.
+            state.aimed_slowed.retain(|key| armed_now.contains(key));
+            state.aimed_slowed.iter().cloned().collect()
+        };
+        if !slowed.is_empty() {
+            let mut released = Vec::new();
+            for (node, point) in slowed {
+                let result = self.control.failpoint(&node, &point, None).await;
+                let mut state = self.state();
+                match result {
+                    Ok(_) => {
+                        released.push(json!({"node": node, "point": point}));
+                        state.slowed.remove(&(node.clone(), point.clone()));
+                        state.aimed_slowed.remove(&(node, point));
+                    }
+                    Err(error) => {
+                        if state.killed.contains_key(&node) {
+                            state.slowed.remove(&(node.clone(), point.clone()));
+                            state.aimed_slowed.remove(&(node.clone(), point.clone()));
+                        }
+                        errors.push(format!("releasing {point} on {node}: {error}"));
+                    }
+                }
+            }
+            value.insert("released".into(), Value::Array(released));
         }
         let mut undone: Vec<String> = paused.into_iter().chain(killed).collect();
         undone.sort();

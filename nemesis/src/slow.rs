@@ -100,7 +100,7 @@ impl Delay {
 }
 
 /// `lo·(hi/lo)^unit`, rounded, within `lo..=hi`, for `unit` in `[0, 1)`.
-fn log_uniform(lo: u64, hi: u64, unit: f64) -> u64 {
+pub fn log_uniform(lo: u64, hi: u64, unit: f64) -> u64 {
     let (lo_f, hi_f) = (lo as f64, hi as f64);
     let value = lo_f * (hi_f / lo_f).powf(unit.clamp(0.0, 1.0));
     (value.round() as u64).clamp(lo, hi)
