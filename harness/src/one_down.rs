@@ -45,6 +45,10 @@ pub struct OneDown<'a> {
     pub partitions: u32,
     pub seed: u64,
     pub bound: Duration,
+    /// Whether a node may be killed: not when the cluster did not come back after the
+    /// heal (the availability checker or the recovery already says so); the settled
+    /// cluster is judged all the same.
+    pub kill: bool,
 }
 
 impl OneDown<'_> {
@@ -71,6 +75,10 @@ impl OneDown<'_> {
         if !settled.lagging.is_empty() {
             probe.not_restored = self.not_restored(&ours, &settled.lagging).await;
         }
+        if !self.kill {
+            probe.skipped = Some("the cluster was not available after the heal".into());
+            return Ok(probe);
+        }
         let tolerated = self
             .cluster
             .db
@@ -93,16 +101,7 @@ impl OneDown<'_> {
         // Fully in sync, any node; else only one whose loss leaves every partition the
         // in-sync replicas an acks=all write needs, one of them to lead.
         let needed = self.replication_factor.saturating_sub(tolerated).max(1) as usize;
-        let candidates: Vec<String> = self
-            .control
-            .nodes()
-            .into_iter()
-            .filter(|node| {
-                ours.iter().all(|p| {
-                    p.leader.is_some() && p.isr.iter().filter(|m| *m != node).count() >= needed
-                })
-            })
-            .collect();
+        let candidates = spare_nodes(&self.control.nodes(), &ours, needed);
         let mut rng = Rng::derive(self.seed, "one-down", 0);
         let Some(node) = rng.pick(&candidates).cloned() else {
             probe.skipped = Some(format!(
@@ -232,47 +231,20 @@ impl OneDown<'_> {
             let Some(lead) = view_of(self.control.replicas(leader).await) else {
                 continue;
             };
-            if !lead.leading {
-                continue;
-            }
-            let mut own = lead.isr.clone();
-            let mut metadata = partition.isr.clone();
-            own.sort();
-            metadata.sort();
-            if own != metadata {
-                found.push(NotRestored {
-                    key: partition.key(),
-                    leader: leader.clone(),
-                    replica: None,
-                    why: format!(
-                        "its leader {leader} has ISR {{{}}}, the metadata {{{}}}",
-                        lead.isr.join(", "),
-                        partition.isr.join(", ")
-                    ),
-                });
-                continue;
-            }
-            for replica in partition
-                .replicas
-                .iter()
-                .filter(|r| !partition.isr.contains(r))
-            {
-                let Some(view) = view_of(self.control.replicas(replica).await) else {
-                    continue;
-                };
-                if view.log_end_offset >= lead.log_end_offset {
-                    found.push(NotRestored {
-                        key: partition.key(),
-                        leader: leader.clone(),
-                        replica: Some(replica.clone()),
-                        why: format!(
-                            "{replica} holds the leader's whole log (log end {} of {}) but is \
-                             not in the ISR",
-                            view.log_end_offset, lead.log_end_offset
-                        ),
-                    });
+            let views = {
+                let mut views = Vec::new();
+                for replica in partition
+                    .replicas
+                    .iter()
+                    .filter(|r| !partition.isr.contains(r))
+                {
+                    if let Some(view) = view_of(self.control.replicas(replica).await) {
+                        views.push((replica.clone(), view));
+                    }
                 }
-            }
+                views
+            };
+            found.extend(diverged(partition, leader, &lead, &views));
         }
         found
     }
@@ -292,4 +264,149 @@ fn fully_in_sync(partition: &PartitionRoles) -> bool {
             .replicas
             .iter()
             .all(|node| partition.isr.contains(node))
+}
+
+/// The nodes whose loss leaves every partition of `partitions` a leader and at least
+/// `needed` in-sync replicas (by the roles), in `nodes` order.
+pub fn spare_nodes(nodes: &[String], partitions: &[&PartitionRoles], needed: usize) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|node| {
+            partitions
+                .iter()
+                .all(|p| p.leader.is_some() && p.isr.iter().filter(|m| m != node).count() >= needed)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Why `partition`, not fully in sync on a healed and idle cluster, cannot be catching
+/// up, from its leader's own view (`lead`) and the views of the replicas outside its ISR
+/// (`outside`, by node): the leader's ISR is not the metadata's (one finding), or else
+/// each outside replica that holds the leader's whole log. Empty when it may still be
+/// catching up.
+pub fn diverged(
+    partition: &PartitionRoles,
+    leader: &str,
+    lead: &ReplicaView,
+    outside: &[(String, ReplicaView)],
+) -> Vec<NotRestored> {
+    if !lead.leading {
+        return vec![NotRestored {
+            key: partition.key(),
+            leader: leader.to_string(),
+            replica: None,
+            why: format!(
+                "the metadata names {leader} its leader (epoch {}), but {leader} does not lead \
+                 it (it follows {} at epoch {})",
+                partition
+                    .leader_epoch
+                    .map_or("none".to_string(), |e| e.to_string()),
+                lead.leader.as_deref().unwrap_or("no one"),
+                lead.leader_epoch
+                    .map_or("none".to_string(), |e| e.to_string()),
+            ),
+        }];
+    }
+    let mut own = lead.isr.clone();
+    let mut metadata = partition.isr.clone();
+    own.sort();
+    metadata.sort();
+    if own != metadata {
+        return vec![NotRestored {
+            key: partition.key(),
+            leader: leader.to_string(),
+            replica: None,
+            why: format!(
+                "its leader {leader} has ISR {{{}}}, the metadata {{{}}}",
+                lead.isr.join(", "),
+                partition.isr.join(", ")
+            ),
+        }];
+    }
+    outside
+        .iter()
+        .filter(|(_, view)| view.log_end_offset >= lead.log_end_offset)
+        .map(|(replica, view)| NotRestored {
+            key: partition.key(),
+            leader: leader.to_string(),
+            replica: Some(replica.clone()),
+            why: format!(
+                "{replica} holds the leader's whole log (log end {} of {}) but is not in the ISR",
+                view.log_end_offset, lead.log_end_offset
+            ),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(items: &[&str]) -> Vec<String> {
+        items.iter().map(|i| i.to_string()).collect()
+    }
+
+    fn partition(index: u32, leader: &str, replicas: &[&str], isr: &[&str]) -> PartitionRoles {
+        PartitionRoles {
+            topic: TOPIC.into(),
+            partition: index,
+            leader: (!leader.is_empty()).then(|| leader.to_string()),
+            leader_epoch: Some(1),
+            replicas: s(replicas),
+            isr: s(isr),
+        }
+    }
+
+    fn view(isr: &[&str], leo: u64) -> ReplicaView {
+        ReplicaView {
+            topic: TOPIC.into(),
+            partition: 0,
+            leading: true,
+            isr: s(isr),
+            log_end_offset: leo,
+            high_watermark: leo,
+            ..ReplicaView::default()
+        }
+    }
+
+    #[test]
+    fn only_nodes_whose_loss_leaves_enough_in_sync_replicas_are_spared() {
+        let nodes = s(&["n1", "n2", "n3", "n4"]);
+        let a = partition(0, "n1", &["n1", "n2", "n3"], &["n1", "n2", "n3"]);
+        let b = partition(1, "n2", &["n2", "n3", "n4"], &["n2", "n3"]);
+        // Two in-sync replicas needed (min.insync 2): b has only n2 and n3 in sync.
+        assert_eq!(spare_nodes(&nodes, &[&a, &b], 2), s(&["n1", "n4"]));
+        // One needed: any node.
+        assert_eq!(spare_nodes(&nodes, &[&a, &b], 1), nodes);
+        // A partition without a leader: no node can be spared.
+        let c = partition(2, "", &["n1", "n2", "n3"], &["n1"]);
+        assert!(spare_nodes(&nodes, &[&a, &c], 1).is_empty());
+        assert!(fully_in_sync(&a) && !fully_in_sync(&b) && !fully_in_sync(&c));
+    }
+
+    #[test]
+    fn a_partition_is_stuck_only_when_it_cannot_be_catching_up() {
+        let p = partition(0, "n2", &["n1", "n2", "n3"], &["n2", "n1"]);
+        // KAFKA-3083's trace: the leader still counts n3 in, the metadata does not.
+        let found = diverged(&p, "n2", &view(&["n2", "n3", "n1"], 100), &[]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].key, format!("{TOPIC}/0"));
+        assert!(found[0].why.contains("{n2, n3, n1}") && found[0].why.contains("{n2, n1}"));
+        // Leader and metadata agree; n3 is still behind: it may be catching up.
+        let behind = (String::from("n3"), view(&[], 60));
+        assert!(diverged(&p, "n2", &view(&["n1", "n2"], 100), &[behind]).is_empty());
+        // The metadata's leader does not think it leads.
+        let mut follows = view(&["n2", "n1"], 100);
+        follows.leading = false;
+        follows.leader = Some("n1".into());
+        let found = diverged(&p, "n2", &follows, &[]);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].why.contains("follows n1"), "{}", found[0].why);
+        // n3 holds the whole log and is still left out.
+        let caught_up = (String::from("n3"), view(&[], 100));
+        let found = diverged(&p, "n2", &view(&["n1", "n2"], 100), &[caught_up]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].replica.as_deref(), Some("n3"));
+    }
 }

@@ -278,8 +278,9 @@ async fn run_phases(
     Ok(stats)
 }
 
-/// The one-down probe ([`crate::one_down`]) of a fault test, once the heal left every
-/// partition available (otherwise the availability checker has judged already).
+/// The one-down probe ([`crate::one_down`]) of a fault test: the settled cluster judged,
+/// then, once the heal left every partition available (otherwise the availability
+/// checker or the recovery has said so already), a node killed.
 #[allow(clippy::too_many_arguments)]
 async fn one_down(
     plan: &WorkloadPlan,
@@ -291,18 +292,11 @@ async fn one_down(
     recorder: &Recorder,
     stats: &RunStats,
 ) -> Result<OneDownProbe> {
-    if !stats.recovered
-        || stats
+    let available = stats.recovered
+        && stats
             .availability
             .iter()
-            .any(|p| p.first_write_secs.is_none())
-    {
-        return Ok(OneDownProbe {
-            skipped: Some("the cluster was not available after the heal".into()),
-            bound_secs: AVAILABILITY_BOUND.as_secs_f64(),
-            ..OneDownProbe::default()
-        });
-    }
+            .all(|p| p.first_write_secs.is_some());
     OneDown {
         cluster,
         control: &faults.control,
@@ -314,6 +308,7 @@ async fn one_down(
         partitions: plan.partitions,
         seed,
         bound: AVAILABILITY_BOUND,
+        kill: available,
     }
     .run()
     .await

@@ -2069,9 +2069,13 @@ impl Worker {
                         state.aimed_slowed.remove(&(node, point));
                     }
                     Err(error) => {
-                        if state.killed.contains_key(&node) {
-                            state.slowed.remove(&(node.clone(), point.clone()));
-                            state.aimed_slowed.remove(&(node.clone(), point.clone()));
+                        // As the slow package's release: an arming never confirmed, or
+                        // a killed node's, is forgotten; another is tried again.
+                        let key = (node.clone(), point.clone());
+                        let confirmed = state.slowed.get(&key).copied().unwrap_or(false);
+                        if !confirmed || state.killed.contains_key(&node) {
+                            state.slowed.remove(&key);
+                            state.aimed_slowed.remove(&key);
                         }
                         errors.push(format!("releasing {point} on {node}: {error}"));
                     }

@@ -378,6 +378,10 @@ fn isolation(node: &str) -> Grudge {
 #[tokio::test]
 async fn a_controller_cut_isolates_its_metadata_port_and_asks_while_it_is_cut() {
     let control = Scripted::new();
+    // After two reads another node is controller: the cut is held until then.
+    let mut successor = base_roles();
+    successor.controller = Some("n3".into());
+    control.script_roles(vec![base_roles(), base_roles(), successor.clone()]);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let aim = Aim::ControllerCut {
@@ -400,8 +404,10 @@ async fn a_controller_cut_isolates_its_metadata_port_and_asks_while_it_is_cut() 
         vec![(isolation("n1"), Ports::Metadata)]
     );
     assert!(nemesis.state().holds(PackageKind::Aimed));
+    assert_eq!(value["successor"], json!("n3"), "{value}");
 
     // A transfer goes to an in-sync follower of a partition that has one.
+    control.script_roles(vec![base_roles(), base_roles(), base_roles(), successor]);
     let transfer = Aim::ControllerCut {
         request: CutRequest::TransferLeader,
         request_after_ms: 0,
@@ -796,4 +802,63 @@ async fn a_swarm_of_calm_periods_starts_nothing() {
     );
     assert!(control.cluster().calls.is_empty());
     assert!(nemesis.state().is_healed());
+}
+
+#[tokio::test]
+async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay() {
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Flap {
+        moves: 3,
+        gap_ms: 10,
+        slow: None,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["trigger"], json!("flap"));
+    let between = value["between"].as_array().expect("between").clone();
+    let (follower, leader) = (between[0].clone(), between[1].clone());
+    let moves: Vec<Value> = value["moves"]
+        .as_array()
+        .expect("moves")
+        .iter()
+        .map(|m| m["to"].clone())
+        .collect();
+    assert_eq!(
+        moves,
+        vec![follower.clone(), leader.clone(), follower.clone()]
+    );
+    let sent: Vec<AdminAction> = control.cluster().admin.clone();
+    assert_eq!(sent.len(), 3);
+    for action in &sent {
+        assert!(
+            matches!(action, AdminAction::TransferLeader { .. }),
+            "{action:?}"
+        );
+    }
+    match value["key"].as_str() {
+        Some("t/0") => assert_eq!(leader, json!("n1")),
+        Some("t/1") => assert_eq!((leader, follower), (json!("n2"), json!("n3"))),
+        other => panic!("{other:?}"),
+    }
+
+    // A slow flap arms its delay on one replica first; this cluster has no failpoints,
+    // so the arming fails, is said, and the undo forgets it.
+    let slow = Aim::Flap {
+        moves: 3,
+        gap_ms: 10,
+        slow: Some(nemesis::slow::Delay {
+            point: "after_offsets_for_leader_epoch".into(),
+            delay_ms: 800,
+            percent: 100,
+        }),
+    };
+    let (value, _) = nemesis.execute_checked(&aim_step(slow, 4)).await.unwrap();
+    assert!(value["slow"]["error"].as_str().is_some(), "{value}");
+    assert!(nemesis.state().holds(PackageKind::Aimed));
+    let (value, _) = nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(value.get("released").is_some(), "{value}");
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
 }

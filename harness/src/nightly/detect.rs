@@ -40,10 +40,20 @@ pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
 /// A cell of the matrix whose partitions are replicated, or come to be (RF-1-then-grow):
 /// a cell that keeps one copy of everything has no replication for a bug to break, so
 /// a search spends no time on it. Cells are drawn until one is (from the same seed).
+///
+/// Its faults are a swarm over every package (`--nemesis all --nemesis-swarm P`, P drawn
+/// in [`matrix::SWARM_PERIODS_SECS`]): each period a random subset of them, a quarter of
+/// the periods calm. A fixed mix per cell left a third of a search's runs without any
+/// package that could bring about a given kind of bug (a controller's soft failure, a
+/// leadership flap); a swarm gives every package periods of its own in every run, and
+/// periods that leave out the faults that would mask another's (Groce et al.).
 pub fn draw_replicated(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
     loop {
-        let cell = Cell::draw(rng, max_time_limit_secs, max_nodes);
+        let mut cell = Cell::draw(rng, max_time_limit_secs, max_nodes);
         if cell.replication_factor >= 2 {
+            cell.nemesis = "all";
+            cell.swarm_secs =
+                Some(rng.between(matrix::SWARM_PERIODS_SECS.0, matrix::SWARM_PERIODS_SECS.1));
             return cell;
         }
     }
@@ -214,6 +224,11 @@ mod tests {
                 "the same seed, the same cells"
             );
             assert!(cell.replication_factor >= 2, "{}", cell.description());
+            assert_eq!(cell.nemesis, "all");
+            let period = cell.swarm_secs.expect("a swarm");
+            assert!(
+                (matrix::SWARM_PERIODS_SECS.0..=matrix::SWARM_PERIODS_SECS.1).contains(&period)
+            );
             grown += usize::from(cell.grow_after_secs.is_some());
             assert!(
                 (15.0..=30.0).contains(&cell.time_limit_secs),
