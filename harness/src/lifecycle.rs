@@ -493,3 +493,59 @@ async fn start_ssh(spec: &SshSpec, nodes: usize) -> Result<StartedBackend> {
         install_broker: true,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spec::NotRestored;
+
+    fn written(partition: u32, secs: Option<f64>) -> PartitionAvailability {
+        PartitionAvailability {
+            partition,
+            first_write_secs: secs,
+            last_error: secs.is_none().then(|| "request_timed_out".to_string()),
+        }
+    }
+
+    #[test]
+    fn one_down_is_invalid_for_a_stuck_partition_or_one_without_writes() {
+        let mut results = Results::default();
+        let probe = OneDownProbe {
+            node: Some("n3".into()),
+            skipped: None,
+            bound_secs: 30.0,
+            availability: vec![written(0, Some(2.5)), written(1, Some(4.0))],
+            not_restored: Vec::new(),
+        };
+        add_one_down(&mut results, &probe);
+        assert_eq!(results.verdict, Verdict::Valid);
+
+        let mut results = Results::default();
+        let stuck = OneDownProbe {
+            availability: vec![written(0, Some(2.5)), written(1, None)],
+            not_restored: vec![NotRestored {
+                key: "jepsen/1".into(),
+                leader: "n2".into(),
+                replica: None,
+                why: "its leader n2 has ISR {n2, n3}, the metadata {n2}".into(),
+            }],
+            ..probe.clone()
+        };
+        add_one_down(&mut results, &stuck);
+        assert_eq!(results.verdict, Verdict::Invalid);
+        let counted = results.counted_anomalies();
+        assert_eq!(counted.get("unavailable-with-one-down"), Some(&1));
+        assert_eq!(counted.get("isr-not-restored"), Some(&1));
+
+        // A probe that did not run judges nothing.
+        let mut results = Results::default();
+        let skipped = OneDownProbe {
+            node: None,
+            skipped: Some("the settings tolerate no failure".into()),
+            bound_secs: 30.0,
+            ..OneDownProbe::default()
+        };
+        add_one_down(&mut results, &skipped);
+        assert_eq!(results.verdict, Verdict::Valid);
+    }
+}
