@@ -26,7 +26,6 @@ use workloads::WorkloadOptions;
 
 use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
-use crate::lifecycle::TOPIC;
 
 /// How long the probe waits for every partition's ISR to be its whole replica set before
 /// it kills anything (a kill before that may leave a partition without a live in-sync
@@ -36,6 +35,8 @@ pub const IN_SYNC_TIMEOUT: Duration = Duration::from_secs(20);
 /// What the probe needs of the run.
 pub struct OneDown<'a> {
     pub cluster: &'a Cluster,
+    /// The test's topic.
+    pub topic: &'a str,
     pub control: &'a ClusterFaults,
     pub journal: &'a HistoryJournal,
     pub connector: &'a dyn Connector,
@@ -70,7 +71,7 @@ impl OneDown<'_> {
         let ours: Vec<&PartitionRoles> = roles
             .partitions
             .iter()
-            .filter(|p| p.topic == TOPIC)
+            .filter(|p| p.topic == self.topic)
             .collect();
         if !settled.lagging.is_empty() {
             probe.not_restored = self.not_restored(&ours, &settled.lagging).await;
@@ -160,7 +161,7 @@ impl OneDown<'_> {
                 let ours: Vec<&PartitionRoles> = roles
                     .partitions
                     .iter()
-                    .filter(|p| p.topic == TOPIC)
+                    .filter(|p| p.topic == self.topic)
                     .collect();
                 let known = ours.len() >= self.partitions as usize;
                 let lagging: Vec<String> = ours
@@ -204,7 +205,7 @@ impl OneDown<'_> {
         let now: Vec<&PartitionRoles> = roles
             .partitions
             .iter()
-            .filter(|p| p.topic == TOPIC)
+            .filter(|p| p.topic == self.topic)
             .collect();
         let again = self.stuck(&now, lagging).await;
         first
@@ -342,6 +343,8 @@ pub fn diverged(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TOPIC: &str = "jepsen";
 
     fn s(items: &[&str]) -> Vec<String> {
         items.iter().map(|i| i.to_string()).collect()

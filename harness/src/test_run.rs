@@ -299,6 +299,7 @@ async fn one_down(
             .all(|p| p.first_write_secs.is_some());
     OneDown {
         cluster,
+        topic: TOPIC,
         control: &faults.control,
         journal: &faults.journal,
         connector,
