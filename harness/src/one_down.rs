@@ -114,15 +114,16 @@ impl OneDown<'_> {
             return Ok(probe);
         };
         eprintln!("one-down probe: {node} killed, every partition must take a write");
-        let token = self
-            .journal
-            .invoke("kill", json!({"nodes": [node], "phase": "one-down"}))?;
+        let token = self.journal.invoke(
+            "kill",
+            json!({"nodes": [node], "package": "kill", "phase": "one-down"}),
+        )?;
         let killed = self.control.kill(&node).await;
         let error = killed.as_ref().err().map(|e| e.to_string());
         self.journal.complete(
             token,
             "kill",
-            json!({"nodes": [node], "phase": "one-down", "pid": killed.ok().flatten()}),
+            json!({"nodes": [node], "package": "kill", "phase": "one-down", "pid": killed.ok().flatten()}),
             error.clone(),
         )?;
         if let Some(error) = error {
@@ -133,15 +134,16 @@ impl OneDown<'_> {
         probe.availability =
             probe_availability_round(self.connector, self.options, self.recorder, self.bound, 1)
                 .await?;
-        let token = self
-            .journal
-            .invoke("start", json!({"nodes": [node], "phase": "one-down"}))?;
+        let token = self.journal.invoke(
+            "start",
+            json!({"nodes": [node], "package": "kill", "phase": "one-down"}),
+        )?;
         let started = self.control.start(&node, false).await;
         let error = started.as_ref().err().map(|e| e.to_string());
         self.journal.complete(
             token,
             "start",
-            json!({"nodes": [node], "phase": "one-down", "pid": started.ok()}),
+            json!({"nodes": [node], "package": "kill", "phase": "one-down", "pid": started.ok()}),
             error.clone(),
         )?;
         if let Some(error) = error {
