@@ -42,6 +42,56 @@ impl Results {
         self.verdict = Verdict::compose(self.checkers.values().map(|c| c.verdict));
     }
 
+    /// Waives `kinds` of `checker`'s anomalies (every kind: `None`) for `reason`: a
+    /// configuration that gives up a guarantee by design (unclean elections lose
+    /// acknowledged writes in Kafka too) still has them reported, marked as not counting,
+    /// and the report says why (`waived`). The checker's `invalid` becomes `valid` when
+    /// nothing that counts is left; `unknown` stays. Nothing happens when `checker` did
+    /// not run or its report is not an object.
+    pub fn waive(&mut self, checker: &str, kinds: Option<&[&str]>, reason: &str) {
+        let Some(result) = self.checkers.get_mut(checker) else {
+            return;
+        };
+        let Some(report) = result.report.as_object_mut() else {
+            return;
+        };
+        let waived = |kind: Option<&str>| match (kinds, kind) {
+            (None, _) => true,
+            (Some(kinds), Some(kind)) => kinds.contains(&kind),
+            (Some(_), None) => false,
+        };
+        if let Some(serde_json::Value::Array(anomalies)) = report.get_mut("anomalies") {
+            for anomaly in anomalies.iter_mut().filter_map(|a| a.as_object_mut()) {
+                let kind = anomaly.get("kind").and_then(|k| k.as_str());
+                if waived(kind) {
+                    anomaly.insert("counts_against_validity".into(), false.into());
+                }
+            }
+        }
+        let counts = report
+            .get_mut("stats")
+            .and_then(|stats| stats.get_mut("anomalies"))
+            .and_then(|counts| counts.as_array_mut());
+        for count in counts
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_object_mut())
+        {
+            let kind = count.get("kind").and_then(|k| k.as_str());
+            if waived(kind) {
+                count.insert("counted".into(), 0.into());
+            }
+        }
+        report.insert(
+            "waived".into(),
+            serde_json::json!({ "reason": reason, "kinds": kinds }),
+        );
+        if result.verdict == Verdict::Invalid && !result.counts_anything(kinds.is_none()) {
+            result.verdict = Verdict::Valid;
+        }
+        self.verdict = Verdict::compose(self.checkers.values().map(|c| c.verdict));
+    }
+
     /// Every anomaly kind that counts against validity in any checker's report, with the
     /// number of instances listed (an anomaly without `counts_against_validity`, like
     /// availability's, counts).
@@ -149,6 +199,19 @@ impl CheckerResult {
             .find_map(|value| value.as_str().map(str::to_string))
     }
 
+    /// Whether anything in the report still counts against validity. A report that
+    /// lists nothing (a non-linearizable history has no anomaly list) counts unless all
+    /// of it was waived (`all_waived`).
+    fn counts_anything(&self, all_waived: bool) -> bool {
+        let anomalies = self.anomalies();
+        let counts = self.anomaly_counts();
+        if anomalies.is_empty() && counts.is_empty() {
+            return !all_waived;
+        }
+        anomalies.iter().any(|a| a.counts_against_validity)
+            || counts.iter().any(|c| c.counted.unwrap_or(c.found) > 0)
+    }
+
     /// The report's found/counted figures per kind (the log checker lists at most a
     /// sample of each kind, and counts them all here).
     pub fn anomaly_counts(&self) -> Vec<AnomalyCount> {
@@ -160,6 +223,77 @@ impl CheckerResult {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn lossy_log() -> Results {
+        let mut results = Results::default();
+        results.add(
+            "log",
+            Verdict::Invalid,
+            &json!({"anomalies": [
+                {"kind": "lost-write", "ops": [1]},
+                {"kind": "inconsistent-offsets", "ops": [2]},
+            ], "stats": {"anomalies": [
+                {"kind": "lost-write", "found": 140, "counted": 140},
+                {"kind": "inconsistent-offsets", "found": 1, "counted": 1},
+            ]}}),
+        );
+        results.add("truncation", Verdict::Valid, &json!({"anomalies": []}));
+        results
+    }
+
+    #[test]
+    fn waiving_every_kind_found_makes_the_checker_valid_and_says_why() {
+        let mut results = lossy_log();
+        results.waive(
+            "log",
+            Some(&["lost-write", "inconsistent-offsets", "stale-read"]),
+            "unclean elections",
+        );
+        assert_eq!(results.verdict, Verdict::Valid);
+        assert!(results.counted_anomalies().is_empty());
+        let log = &results.checkers["log"];
+        assert_eq!(log.anomalies().len(), 2, "still reported");
+        assert!(log.anomaly_counts().iter().all(|c| c.counted == Some(0)));
+        assert_eq!(log.report["waived"]["reason"], "unclean elections");
+    }
+
+    #[test]
+    fn a_kind_left_unwaived_keeps_the_checker_invalid() {
+        let mut results = lossy_log();
+        results.waive("log", Some(&["lost-write"]), "unclean elections");
+        assert_eq!(results.verdict, Verdict::Invalid);
+        let counted = results.counted_anomalies();
+        assert_eq!(counted.keys().collect::<Vec<_>>(), ["inconsistent-offsets"]);
+        // Another checker's verdict is never waived by a waiver of this one.
+        let mut results = lossy_log();
+        results.add(
+            "truncation",
+            Verdict::Invalid,
+            &json!({"anomalies": [{"kind": "truncated-committed"}]}),
+        );
+        results.waive("log", None, "unclean elections");
+        assert_eq!(results.checkers["log"].verdict, Verdict::Valid);
+        assert_eq!(results.verdict, Verdict::Invalid);
+    }
+
+    #[test]
+    fn a_report_listing_nothing_is_valid_only_when_all_of_it_is_waived() {
+        let mut results = Results::default();
+        results.add(
+            "linearizable",
+            Verdict::Invalid,
+            &json!({"final_paths": []}),
+        );
+        results.waive("linearizable", Some(&["lost-write"]), "r");
+        assert_eq!(results.verdict, Verdict::Invalid);
+        results.waive("linearizable", None, "r");
+        assert_eq!(results.verdict, Verdict::Valid);
+        let mut unknown = Results::default();
+        unknown.add("linearizable", Verdict::Unknown, &json!({}));
+        unknown.waive("linearizable", None, "r");
+        unknown.waive("absent", None, "r");
+        assert_eq!(unknown.verdict, Verdict::Unknown);
+    }
 
     #[test]
     fn composes_and_round_trips() {

@@ -32,16 +32,48 @@ pub fn validate_settings(settings: &[String]) -> Result<(), DbError> {
 /// The broker's `min_insync_replicas` under `settings` (later ones winning; the
 /// broker's default, 1, when none names it or a value is not a count).
 pub fn min_insync_replicas(settings: &[String]) -> u32 {
+    table_of(settings)
+        .get("min_insync_replicas")
+        .and_then(toml::Value::as_integer)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(1)
+}
+
+/// Why a broker under `settings` may lose acknowledged writes by design, if it may:
+/// `truncation_mode = "hw"` (before KIP-101 a follower that comes back cuts its log to
+/// its own high watermark, which lags the leader's, and may then be elected) and
+/// `unclean_leader_election = true` (a replica outside the ISR may be elected).
+pub fn durability_waiver(settings: &[String]) -> Option<String> {
+    let table = table_of(settings);
+    let mut reasons = Vec::new();
+    if table.get("truncation_mode").and_then(toml::Value::as_str) == Some("hw") {
+        reasons.push(
+            "truncation_mode = \"hw\": before KIP-101 a follower that comes back cuts its log \
+             to its own high watermark, which lags the leader's, and a leader change can then \
+             drop committed records",
+        );
+    }
+    if table
+        .get("unclean_leader_election")
+        .and_then(toml::Value::as_bool)
+        == Some(true)
+    {
+        reasons.push(
+            "unclean_leader_election = true: a replica outside the ISR may be elected, and \
+             what only the ISR held is gone",
+        );
+    }
+    (!reasons.is_empty()).then(|| reasons.join("; "))
+}
+
+/// `settings` as one node.toml table (later ones winning).
+fn table_of(settings: &[String]) -> toml::Table {
     let mut table = toml::Table::new();
     for setting in settings {
         // A refused setting refuses the whole test elsewhere; here it names nothing.
         let _ = apply_setting(&mut table, setting);
     }
     table
-        .get("min_insync_replicas")
-        .and_then(toml::Value::as_integer)
-        .and_then(|n| u32::try_from(n).ok())
-        .unwrap_or(1)
 }
 
 /// One `--broker-config KEY=VALUE` applied to a node.toml table. The value is read as
@@ -158,6 +190,35 @@ pub fn node_toml(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durability_is_waived_only_for_hw_truncation_or_unclean_elections() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(durability_waiver(&[]), None);
+        assert_eq!(
+            durability_waiver(&s(&[
+                "truncation_mode=epoch",
+                "unclean_leader_election=false"
+            ])),
+            None
+        );
+        let hw = durability_waiver(&s(&["truncation_mode=hw"])).expect("hw");
+        assert!(hw.contains("KIP-101") && !hw.contains("unclean"), "{hw}");
+        let both = durability_waiver(&s(&["truncation_mode=hw", "unclean_leader_election=true"]))
+            .expect("both");
+        assert!(
+            both.contains("KIP-101") && both.contains("unclean"),
+            "{both}"
+        );
+        // The last setting wins.
+        assert_eq!(
+            durability_waiver(&s(&[
+                "unclean_leader_election=true",
+                "unclean_leader_election=false"
+            ])),
+            None
+        );
+    }
 
     #[test]
     fn min_insync_replicas_is_the_last_setting_or_the_default() {

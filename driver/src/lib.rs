@@ -108,6 +108,10 @@ impl Db for BrokerDb {
         views::truncations(log)
     }
 
+    fn durability_waiver(&self, settings: &[String]) -> Option<String> {
+        config::durability_waiver(settings)
+    }
+
     fn failures_tolerated(&self, settings: &[String], replication_factor: u32) -> u32 {
         replication_factor.saturating_sub(config::min_insync_replicas(settings))
     }

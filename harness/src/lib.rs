@@ -40,6 +40,7 @@ pub mod serve;
 pub mod system;
 pub mod test_run;
 pub mod truncations;
+pub mod waiver;
 
 /// Exit code for an error of the harness itself (bad input, unreadable file, ...).
 pub const EXIT_TOOL_ERROR: i32 = 3;

@@ -228,6 +228,14 @@ fn judge<P: Phases>(
             phases.availability_bound(),
         );
     }
+    let waived = crate::waiver::reason(
+        &*crate::system::db(),
+        &spec.brokers.config,
+        &phases.node_settings(),
+    );
+    if let Some(reason) = &waived {
+        crate::waiver::apply(&mut checked.results, reason);
+    }
     if let Some(probe) = &ran.stats.one_down {
         add_one_down(&mut checked.results, probe);
     }

@@ -19,7 +19,9 @@
 //! from the seed (per partition, one of the added nodes sometimes goes first, as the new
 //! preferred leader). Each request is a `grow-replication` invoke/complete pair of the
 //! `nemesis` process in the history, retried every second until it is accepted or the
-//! workload ends (an admin request may fail while the controller is cut off).
+//! workload ends (an admin request may fail while the controller is cut off); one the
+//! workload phase did not get through is tried again after the heal, for up to 30 s, so
+//! that the topic has the declared factor before anything is judged.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -235,6 +237,7 @@ async fn run_phases(
                 replication_factor: plan.replication_factor,
                 control,
                 journal,
+                done: Default::default(),
             }
         });
         record(
@@ -247,6 +250,9 @@ async fn run_phases(
         )
         .await?;
         heal_and_recover(plan, cluster, faults.as_ref(), &mut stats).await?;
+        if let Some(grow) = &grow {
+            grow.finish(GROW_AFTER_HEAL).await?;
+        }
         stats.availability =
             probe_availability(&*connector, &options, &recorder, AVAILABILITY_BOUND).await?;
         if let Some(faults) = &faults {
@@ -400,10 +406,14 @@ struct Grow {
     /// The nemesis's control when there is one (it knows which nodes are paused).
     control: Arc<ClusterFaults>,
     journal: Arc<HistoryJournal>,
+    /// The partitions grown so far.
+    done: std::sync::Mutex<std::collections::BTreeSet<u32>>,
 }
 
 /// How often a refused or failed grow of a partition is tried again.
 const GROW_RETRY: Duration = Duration::from_secs(1);
+/// How long the heal keeps trying a grow the workload phase did not get through.
+const GROW_AFTER_HEAL: Duration = Duration::from_secs(30);
 
 impl Grow {
     /// Waits `after` (or until stopped), then grows every partition in turn, each tried
@@ -448,9 +458,41 @@ impl Grow {
         Ok(())
     }
 
+    /// After the heal: grows the partitions the workload phase did not get to (its
+    /// requests may all have failed while the controller was cut off), each tried until
+    /// accepted or `within` has passed. The topic the test declared has its replication
+    /// factor before anything is judged; a partition left with one replica would refuse
+    /// acks=all writes under `min_insync_replicas = 2` on any broker.
+    async fn finish(&self, within: Duration) -> Result<(), JournalError> {
+        let deadline = Instant::now() + within;
+        for partition in 0..self.partitions {
+            while !self.is_done(partition) {
+                if self.grow_partition(partition).await?.is_some() || Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(GROW_RETRY).await;
+            }
+        }
+        Ok(())
+    }
+
+    fn is_done(&self, partition: u32) -> bool {
+        self.done.lock().is_ok_and(|done| done.contains(&partition))
+    }
+
     /// One attempt at growing `partition`, recorded; its replicas once it is done
     /// (accepted, or already at the factor), `None` when it is to be tried again.
     async fn grow_partition(&self, partition: u32) -> Result<Option<Vec<String>>, JournalError> {
+        let grown = self.attempt(partition).await?;
+        if grown.is_some() {
+            if let Ok(mut done) = self.done.lock() {
+                done.insert(partition);
+            }
+        }
+        Ok(grown)
+    }
+
+    async fn attempt(&self, partition: u32) -> Result<Option<Vec<String>>, JournalError> {
         let f = "grow-replication";
         let key = format!("{TOPIC}/{partition}");
         let token = self.journal.invoke(

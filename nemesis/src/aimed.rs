@@ -9,8 +9,9 @@
 //!   session expired), then a hold more, so that it comes back as a deposed controller
 //!   with the request still queued.
 //! - [`Aim::AfterChange`] (CrashTuner, SOSP 2019: crash right after a metadata write):
-//!   the roles are polled every [`POLL`] until a partition's ISR grows or its leadership
-//!   moves ([`changes`]), and that partition's leader is killed or isolated at once.
+//!   the roles are polled every [`POLL`] until a partition's ISR grows or shrinks or its
+//!   leadership moves ([`changes`]), and that partition's leader is killed or isolated at
+//!   once.
 //! - [`Aim::Lagging`] (CoFI, ASE 2020: strike when a cross-node invariant is broken):
 //!   each node's replica views are polled until an in-sync follower's high watermark is
 //!   behind its leader's ([`lags`]); then the leader or that follower is killed or
@@ -77,6 +78,8 @@ pub const FLAP_POINTS: &[&str] = &[
     "leader_offsets_for_leader_epoch",
     "follower_fetch_response",
     "leader_fetch_response",
+    // Pre-KIP-101 truncation resolves an out-of-range fetch by ListOffsets instead.
+    "before_list_offsets",
 ];
 
 /// What a strike does to the node it aimed at.
@@ -130,7 +133,7 @@ pub enum Aim {
         request: CutRequest,
         request_after_ms: u64,
     },
-    /// Strike the leader of the first partition seen to expand its ISR or move its
+    /// Strike the leader of the first partition seen to change its ISR or move its
     /// leadership within `watch_ms`.
     AfterChange { strike: Strike, watch_ms: u64 },
     /// Strike the leader or an in-sync follower of the partition whose follower's high
@@ -263,7 +266,7 @@ pub fn hold(aim: &Aim, rng: &mut Rng) -> Duration {
 pub struct Change {
     /// `topic/partition`.
     pub key: String,
-    /// `isr-expansion` or `leader-move`.
+    /// `isr-expansion`, `isr-shrink` or `leader-move`.
     pub trigger: &'static str,
     /// The leader now: the node to strike.
     pub leader: String,
@@ -272,12 +275,17 @@ pub struct Change {
     pub isr_after: Vec<String>,
     /// Nodes in the ISR now and not before.
     pub added: Vec<String>,
+    /// Nodes in the ISR before and not now.
+    pub removed: Vec<String>,
 }
 
-/// The partitions whose ISR grew (a node in it that was not) or whose leadership moved
-/// (another leader, or a higher leader epoch) from `before` to `now`, in `now`'s order;
-/// only partitions with a leader now, and known in `before`. A leadership move wins over
-/// an expansion of the same partition.
+/// The partitions whose leadership moved (another leader, or a higher leader epoch), whose
+/// ISR grew (a node in it that was not) or shrank (a node gone from it) from `before` to
+/// `now`, in `now`'s order; only partitions with a leader now, and known in `before`. A
+/// leadership move wins over an ISR change of the same partition, an expansion over a
+/// shrink. Each is a metadata write right after which a crash finds the cluster mid-way
+/// (CrashTuner): a leader struck just after its ISR shrank to itself leaves only
+/// out-of-sync replicas, and with unclean elections one of them is elected behind it.
 pub fn changes(before: &Roles, now: &Roles) -> Vec<Change> {
     let mut found = Vec::new();
     for partition in &now.partitions {
@@ -298,10 +306,18 @@ pub fn changes(before: &Roles, now: &Roles) -> Vec<Change> {
             .filter(|node| !old.isr.contains(node))
             .cloned()
             .collect();
+        let removed: Vec<String> = old
+            .isr
+            .iter()
+            .filter(|node| !partition.isr.contains(node))
+            .cloned()
+            .collect();
         let trigger = if moved {
             "leader-move"
         } else if !added.is_empty() {
             "isr-expansion"
+        } else if !removed.is_empty() {
+            "isr-shrink"
         } else {
             continue;
         };
@@ -313,6 +329,7 @@ pub fn changes(before: &Roles, now: &Roles) -> Vec<Change> {
             isr_before: old.isr.clone(),
             isr_after: partition.isr.clone(),
             added,
+            removed,
         });
     }
     found
@@ -422,14 +439,19 @@ mod tests {
         ]);
         // Nothing changed.
         assert!(changes(&before, &before).is_empty());
-        // t/0 takes n3 back in its ISR; t/1 moves to n3; t/2 shrinks (not a trigger).
+        // t/0 takes n3 back in its ISR; t/1 moves to n3; t/2 shrinks.
         let now = roles(&[
             ("t", 0, "n1", 3, &["n1", "n2", "n3"]),
             ("t", 1, "n3", 6, &["n3", "n1"]),
             ("t", 2, "n3", 1, &["n3", "n1"]),
         ]);
         let found = changes(&before, &now);
-        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[2].key, "t/2");
+        assert_eq!(found[2].trigger, "isr-shrink");
+        assert_eq!(found[2].leader, "n3");
+        assert_eq!(found[2].removed, s(&["n2"]));
+        assert!(found[2].added.is_empty());
         assert_eq!(found[0].key, "t/0");
         assert_eq!(found[0].trigger, "isr-expansion");
         assert_eq!(found[0].leader, "n1");

@@ -85,6 +85,17 @@ pub trait Db: Send + Sync {
         0
     }
 
+    /// Why a node under `settings` may lose acknowledged writes by design, if it may
+    /// (Kafka: unclean leader elections, pre-KIP-101 truncation to the high watermark).
+    /// A run with such a node still has its history's durability anomalies reported, but
+    /// they do not count against validity; what the system promises even then (the
+    /// truncation oracle's rule) still does. `None`, the default: every acknowledged
+    /// write is promised.
+    fn durability_waiver(&self, settings: &[String]) -> Option<String> {
+        let _ = settings;
+        None
+    }
+
     /// The truncations that discarded records which a node's log (its text, as
     /// collected after the run) records, oldest first; none, the default, for a system
     /// that does not record them.

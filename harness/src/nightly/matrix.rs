@@ -7,14 +7,17 @@
 //! `--nemesis-wipe false`: a single acknowledged copy is lost with its disk, in Kafka too.
 //! The same holds for RF-1-then-grow cells (`--grow-replication-after`): until the
 //! reassignment lands, and again if the nemesis's own reassignment puts a partition back
-//! on its one replica, a partition has a single copy, so they never wipe either.
+//! on its one replica, a partition has a single copy, so they never wipe either. The one
+//! exception is declared: the lossy replication profile gives up acknowledged writes by
+//! design, and its runs are judged on what it still promises ([`LOSSY_PROFILE_PERCENT`]).
 //!
 //! The dimensions: workload × fault mix × cluster size × durability (replication factor,
-//! `min_insync_replicas`, wipes) × the broker settings the replication bugs depend on
-//! (the follower's fetch size, `replica_lag_time_max_ms`, `replica_fetch_wait_max_ms`,
-//! the metadata session timeout, the controller's leader rebalance) × the workload's
-//! shapes (hot partitions, batch produces, RF-1-then-grow) × partitions, fault interval
-//! and length. Each is drawn on its own from the night's seed.
+//! `min_insync_replicas`, wipes) × the replication profile (a quarter of the cells lossy)
+//! × the broker settings the replication bugs depend on (the follower's fetch size,
+//! `replica_lag_time_max_ms`, `replica_fetch_wait_max_ms`, the metadata session timeout,
+//! the controller's leader rebalance) × the workload's shapes (hot partitions, batch
+//! produces, RF-1-then-grow) × partitions, fault interval and length. Each is drawn on
+//! its own from the night's seed.
 
 use std::time::Duration;
 
@@ -73,6 +76,15 @@ pub const BATCH_FRACTIONS: &[f64] = &[0.0, 0.0, 0.1, 0.3, 0.6];
 /// Largest batch of a cell with batches.
 pub const BATCH_MAX: u32 = 10;
 
+/// The share (percent) of cells that run the lossy replication profile: pre-KIP-101
+/// truncation (`truncation_mode = "hw"`) with unclean leader elections. It loses
+/// acknowledged writes on a correct broker too, so those runs' durability anomalies are
+/// reported and not counted (`harness::waiver`); what it still promises is judged (a
+/// replica never cuts its log below what it knew committed while its leader holds it).
+/// It is the one profile where a follower can be ahead of its leader (KAFKA-2143's
+/// precondition).
+pub const LOSSY_PROFILE_PERCENT: u32 = 25;
+
 /// Shortest client phase a run gets.
 pub const MIN_TIME_LIMIT_SECS: f64 = 15.0;
 /// Longest client phase a run gets.
@@ -97,6 +109,8 @@ pub struct Cell {
     pub grow_after_secs: Option<u64>,
     /// Swarm testing: the period after which the active packages are drawn again.
     pub swarm_secs: Option<u64>,
+    /// The lossy replication profile ([`LOSSY_PROFILE_PERCENT`]).
+    pub lossy: bool,
     pub partitions: u32,
     pub nemesis_interval_secs: f64,
     pub time_limit_secs: f64,
@@ -163,6 +177,7 @@ impl Cell {
         let span = (longest - MIN_TIME_LIMIT_SECS).round() as u64;
         let time_limit_secs = MIN_TIME_LIMIT_SECS + rng.below(span + 1) as f64;
         let seed = rng.next_u64() >> 1;
+        let lossy = rng.percent(LOSSY_PROFILE_PERCENT);
         Cell {
             workload,
             nemesis,
@@ -175,6 +190,7 @@ impl Cell {
             batch_fraction,
             grow_after_secs,
             swarm_secs,
+            lossy,
             partitions,
             nemesis_interval_secs,
             time_limit_secs,
@@ -198,6 +214,9 @@ impl Cell {
         }
         if self.swarm_secs.is_some() {
             key.push_str(" swarm");
+        }
+        if self.lossy {
+            key.push_str(" lossy");
         }
         key
     }
@@ -250,6 +269,10 @@ impl Cell {
             settings.push("controller.leader_imbalance_check_interval_ms=5000".into());
         }
         settings.push(format!("min_insync_replicas={}", self.min_insync_replicas));
+        if self.lossy {
+            settings.push("truncation_mode=hw".into());
+            settings.push("unclean_leader_election=true".into());
+        }
         settings
     }
 
@@ -366,6 +389,15 @@ mod tests {
             assert!(cells.iter().any(|c| c.batch_fraction == *share), "{share}");
         }
         assert!(cells.iter().any(|c| c.settings.rebalance));
+        assert!(cells.iter().any(|c| c.lossy) && cells.iter().any(|c| !c.lossy));
+        for cell in cells.iter().filter(|c| c.lossy) {
+            let waived = crate::waiver::reason(
+                &*crate::system::db(),
+                &cell.broker_config(),
+                &Default::default(),
+            );
+            assert!(waived.is_some(), "{cell:?}");
+        }
         assert!(cells.iter().any(|c| c.hot_partitions));
         assert!(cells.iter().any(|c| !c.hot_partitions));
         assert!(cells
