@@ -294,9 +294,11 @@ fn release_in_background(history: History) {
 }
 
 /// Checker results measured while a test ran rather than derived from its history (the
-/// availability probe of `harness test`): a re-check of a run folder keeps them from the
-/// folder's `results.json`, so that it gives the same verdict.
-const LIVE_CHECKERS: &[&str] = &["availability"];
+/// availability and one-down probes of `harness test`, the truncations its brokers
+/// logged): a re-check of a run folder keeps them from the folder's `results.json`, and
+/// applies the durability waiver its history checker had again, so that it gives the
+/// same verdict.
+const LIVE_CHECKERS: &[&str] = &["availability", "one-down", "truncation"];
 
 fn keep_live_results(previous: &Path, results: &mut Results) {
     let Ok(text) = std::fs::read_to_string(previous) else {
@@ -309,6 +311,17 @@ fn keep_live_results(previous: &Path, results: &mut Results) {
         if let Some(kept) = previous.checkers.get(*name) {
             results.add(name, kept.verdict, &kept.report);
         }
+    }
+    for (name, kept) in &previous.checkers {
+        let Some(waived) = kept.report.get("waived") else {
+            continue;
+        };
+        let reason = waived.get("reason").and_then(|r| r.as_str()).unwrap_or("");
+        let kinds: Option<Vec<&str>> = waived
+            .get("kinds")
+            .and_then(|k| k.as_array())
+            .map(|kinds| kinds.iter().filter_map(|k| k.as_str()).collect());
+        results.waive(name, kinds.as_deref(), reason);
     }
 }
 

@@ -70,6 +70,14 @@ pub trait Phases {
     /// what it broke. An `Err` is a failure of the harness or the cluster (no verdict).
     async fn run(&self, cluster: &Arc<Cluster>, folder: &RunFolder) -> Result<Ran>;
 
+    /// Whether durability anomalies are waived when the settings give acknowledged
+    /// writes up by design ([`crate::waiver`]). A scenario says itself which writes it
+    /// expects to lose (acks=1 writes, its expectation per mode), so it is judged as
+    /// written.
+    fn waives_durability(&self) -> bool {
+        true
+    }
+
     /// Whether the test's expectation held (scenarios), written to `expectation.json`.
     fn expect(&self, _verdict: &Judged<'_>) -> Option<Expectation> {
         None
@@ -228,13 +236,15 @@ fn judge<P: Phases>(
             phases.availability_bound(),
         );
     }
-    let waived = crate::waiver::reason(
-        &*crate::system::db(),
-        &spec.brokers.config,
-        &phases.node_settings(),
-    );
-    if let Some(reason) = &waived {
-        crate::waiver::apply(&mut checked.results, reason);
+    let waived = phases.waives_durability().then(|| {
+        crate::waiver::reason(
+            &*crate::system::db(),
+            &spec.brokers.config,
+            &phases.node_settings(),
+        )
+    });
+    if let Some(reason) = waived.flatten() {
+        crate::waiver::apply(&mut checked.results, &reason);
     }
     if let Some(probe) = &ran.stats.one_down {
         add_one_down(&mut checked.results, probe);

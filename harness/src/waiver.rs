@@ -5,7 +5,9 @@
 //! What the configuration still promises is judged as usual: the truncation oracle
 //! (a replica never cuts below what it knew committed while its leader still holds it),
 //! availability, the one-down probe, and the log anomalies no lost or rewritten suffix
-//! explains (a value at two offsets, a value that was never written).
+//! explains (a value at two offsets, a value that was never written). Scenarios are
+//! judged as written: they name the writes they expect to lose themselves
+//! (`Phases::waives_durability`).
 
 use std::collections::BTreeMap;
 

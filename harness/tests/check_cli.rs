@@ -253,6 +253,55 @@ fn a_run_folder_gets_its_results_json() {
 }
 
 #[test]
+fn a_rechecked_run_folder_keeps_its_live_checkers_and_its_waiver() {
+    let scratch = Scratch::new("run-dir-waived");
+    // An acknowledged write at offset 0 that the final read does not show: lost.
+    let history = [
+        r#"{"index":0,"time":1,"process":0,"type":"invoke","f":"append","value":{"key":"p/0","value":7}}"#,
+        r#"{"index":1,"time":2,"process":0,"type":"ok","f":"append","value":{"key":"p/0","offset":0,"value":7}}"#,
+        r#"{"index":2,"time":3,"process":1,"type":"invoke","f":"read","value":{"key":"p/0","offset":0,"final":true}}"#,
+        r#"{"index":3,"time":4,"process":1,"type":"ok","f":"read","value":{"key":"p/0","offset":0,"final":true,"high_watermark":1,"max":1000,"records":[]}}"#,
+    ]
+    .join("\n");
+    scratch.file("history.jsonl", &format!("{history}\n"));
+    let recheck = || {
+        let out = harness(&["check", scratch.0.to_str().unwrap()]);
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(scratch.0.join("results.json")).unwrap())
+                .unwrap();
+        (out.status.code(), results)
+    };
+    let (code, results) = recheck();
+    assert_eq!(code, Some(1), "a lost write: {results}");
+    assert_eq!(results["checkers"]["log"]["verdict"], "invalid");
+    // As the run left it: the log checker's losses waived (unclean elections), the
+    // truncation oracle valid.
+    let mut waived = results.clone();
+    waived["checkers"]["log"]["report"]["waived"] = serde_json::json!({"reason": "unclean elections", "kinds": ["lost-write", "inconsistent-offsets"]});
+    waived["checkers"]["truncation"] =
+        serde_json::json!({"verdict": "valid", "report": {"anomalies": [], "truncations": 2}});
+    scratch.file("results.json", &waived.to_string());
+    let (code, results) = recheck();
+    assert_eq!(code, Some(0), "{results}");
+    assert_eq!(results["verdict"], "valid");
+    assert_eq!(
+        results["checkers"]["truncation"]["report"]["truncations"],
+        2
+    );
+    assert_eq!(
+        results["checkers"]["log"]["report"]["waived"]["reason"],
+        "unclean elections"
+    );
+    let anomalies = results["checkers"]["log"]["report"]["anomalies"]
+        .as_array()
+        .unwrap();
+    assert!(!anomalies.is_empty(), "still reported");
+    assert!(anomalies
+        .iter()
+        .all(|a| a["counts_against_validity"] == serde_json::json!(false)));
+}
+
+#[test]
 #[allow(non_snake_case)]
 fn needs_fixtures__every_etcd_history_gets_its_expected_verdict_in_one_process() {
     let dir = fixtures();

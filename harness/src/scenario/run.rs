@@ -124,6 +124,10 @@ impl Phases for ScenarioTest<'_> {
         self.scenario.cluster.node_settings.clone()
     }
 
+    fn waives_durability(&self) -> bool {
+        false
+    }
+
     fn scenario(&self) -> Option<ScenarioInfo> {
         let scenario = self.scenario;
         Some(ScenarioInfo {
