@@ -212,6 +212,16 @@ impl CheckerResult {
             || counts.iter().any(|c| c.counted.unwrap_or(c.found) > 0)
     }
 
+    /// Why some of the report's anomalies do not count, when they were waived
+    /// ([`Results::waive`]).
+    pub fn waived(&self) -> Option<String> {
+        self.report
+            .get("waived")
+            .and_then(|w| w.get("reason"))
+            .and_then(|r| r.as_str())
+            .map(str::to_string)
+    }
+
     /// The report's found/counted figures per kind (the log checker lists at most a
     /// sample of each kind, and counts them all here).
     pub fn anomaly_counts(&self) -> Vec<AnomalyCount> {
@@ -255,6 +265,8 @@ mod tests {
         assert_eq!(log.anomalies().len(), 2, "still reported");
         assert!(log.anomaly_counts().iter().all(|c| c.counted == Some(0)));
         assert_eq!(log.report["waived"]["reason"], "unclean elections");
+        assert_eq!(log.waived().as_deref(), Some("unclean elections"));
+        assert_eq!(results.checkers["truncation"].waived(), None);
     }
 
     #[test]

@@ -143,6 +143,7 @@ fn banner(data: &RunData, verdict: Option<Verdict>) -> Markup {
                                 @if result.verdict == Verdict::Unknown {
                                     @if let Some(why) = result.reason() { " · " (why) }
                                 }
+                                @if let Some(why) = result.waived() { " · waived, " (why) }
                             }
                         }
                     }
@@ -616,6 +617,25 @@ mod tests {
         assert!(!page.contains("href=\"stats.json\""));
         // Self-contained: nothing fetched.
         assert!(!page.contains(" src=") && !page.contains("<link"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_waived_checker_says_why_its_anomalies_do_not_count() {
+        let dir = temp_dir("waived-page");
+        write_run(&dir);
+        let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+        let mut results: checkers::Results = serde_json::from_str(&text).unwrap();
+        results.waive("log", Some(&["lost-write"]), "unclean <b>elections</b>");
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_string(&results).unwrap(),
+        )
+        .unwrap();
+        let page = render(&RunData::load(&dir).unwrap());
+        assert!(page.contains(r#"data-verdict="valid""#));
+        assert!(page.contains("lost-write ×150 (not counted)"));
+        assert!(page.contains("waived, unclean &lt;b&gt;elections&lt;/b&gt;"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
