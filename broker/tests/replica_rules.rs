@@ -5,10 +5,10 @@ use broker::log::{EpochEntry, MemoryLog, ReplicaLog};
 use broker::record::{LeaderEpoch, Offset, Record};
 use broker::replica::metadata::MetadataError;
 use broker::replica::{
-    Acks, Appended, BrokerId, Effect, EpochEndOffset, FetchData, FetchRequest, LeaderAndIsr,
-    LeaderAndIsrError, ListOffsetsRequest, LogOffsets, OffsetsForLeaderEpochRequest,
+    Acks, Appended, BrokerId, Effect, EpochEndOffset, FetchData, FetchRequest, IsrExpansion,
+    LeaderAndIsr, LeaderAndIsrError, ListOffsetsRequest, LogOffsets, OffsetsForLeaderEpochRequest,
     PartitionStateWrite, ProduceError, ProduceOutcome, ProduceRequest, Replica, ReplicaConfig,
-    ReplicationError, RoleKind, TruncationMode,
+    ReplicaEvent, ReplicationError, RoleKind, TruncationMode,
 };
 
 const LAG_MS: u64 = 1_000;
@@ -501,6 +501,62 @@ fn isr_expands_when_a_follower_reaches_the_high_watermark_and_the_epoch_start() 
     assert_eq!(writes[0].isr, vec![1, 2, 3]);
     r.on_partition_state_written(&writes[0], Ok(2));
     assert_eq!(r.isr(), &[1, 2, 3]);
+}
+
+/// KIP-497's "maximal ISR": while the write that lets a follower in is in flight, the HW
+/// does not pass what that follower holds, or the write would land with the new member
+/// lacking committed (acknowledged) records, and a clean election of it would lose them.
+#[test]
+fn a_pending_expansion_holds_the_high_watermark_at_the_joining_follower() {
+    let mut cfg = config(1);
+    cfg.min_insync_replicas = 1;
+    let mut r = leader(cfg, 1, &[1]);
+    produce(&mut r, 1, 4, Acks::All, 0);
+    assert_eq!(r.high_watermark(), 4, "a leader alone commits at once");
+    let writes = isr_writes(&r.handle_fetch(&fetch(2, 4, Some(1)), 1).unwrap().effects);
+    assert_eq!(writes.len(), 1);
+    let pending = produce(&mut r, 2, 3, Acks::All, 2);
+    assert!(
+        matches!(pending, ProduceOutcome::Pending(_)),
+        "the joining follower holds only 4 of 7: {pending:?}"
+    );
+    assert_eq!(r.high_watermark(), 4);
+    r.on_partition_state_written(&writes[0], Ok(2));
+    assert_eq!(r.isr(), &[1, 2]);
+    assert_eq!(r.high_watermark(), 4);
+    let done = completions(&r.handle_fetch(&fetch(2, 7, Some(1)), 3).unwrap().effects);
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert!(done[0].1.is_ok());
+    assert_eq!(r.high_watermark(), 7);
+}
+
+#[test]
+fn isr_expansions_are_recorded_at_the_decision_and_when_written() {
+    let mut r = leader(config(1), 1, &[1, 2]);
+    produce(&mut r, 1, 4, Acks::Leader, 0);
+    r.handle_fetch(&fetch(2, 4, Some(1)), 1).unwrap();
+    r.take_events();
+    let writes = isr_writes(&r.handle_fetch(&fetch(3, 4, Some(1)), 2).unwrap().effects);
+    r.handle_fetch(&fetch(3, 4, Some(1)), 3).unwrap();
+    r.on_partition_state_written(&writes[0], Ok(2));
+    let expansion = |written| {
+        ReplicaEvent::IsrExpanded(IsrExpansion {
+            follower: 3,
+            follower_log_end: 4,
+            leader_epoch: 1,
+            high_watermark: 4,
+            log_end_offset: 4,
+            epoch_start_offset: 0,
+            written,
+        })
+    };
+    assert_eq!(r.take_events(), vec![expansion(false), expansion(true)]);
+    assert!(r.take_events().is_empty(), "taken once");
+    // The broker logs it as JSON that the harness's driver reads back by these names.
+    let json = serde_json::to_value(expansion(true)).unwrap();
+    assert_eq!(json["kind"], "isr-expanded");
+    assert_eq!(json["follower_log_end"], 4);
+    assert_eq!(json["written"], true);
 }
 
 /// The shape of `PartitionTest.testFollowerDoesNotJoinISRUntilCaughtUpToOffsetWithinCurrentLeaderEpoch`.

@@ -108,6 +108,10 @@ impl Db for BrokerDb {
         views::truncations(log)
     }
 
+    fn isr_expansions(&self, log: &str) -> Vec<sut::IsrExpansion> {
+        views::isr_expansions(log)
+    }
+
     fn durability_waiver(&self, settings: &[String]) -> Option<String> {
         config::durability_waiver(settings)
     }

@@ -176,23 +176,56 @@ pub fn failpoint_hits(answer: &Value) -> Option<BTreeMap<String, u64>> {
 }
 
 /// The broker log's marker of a replica event: the rest of the line is the event's JSON
-/// (`server/partitions.rs`, `log_truncation`).
+/// (`server/partitions.rs`, `log_replica_event`).
 const REPLICA_EVENT: &str = "replica_event=";
 
-/// The truncations a broker's log records (lines with a [`REPLICA_EVENT`] of kind
-/// `truncated`), in order; colour codes are passed over, a line that does not parse is
-/// not an event.
+/// The replica events of `kind` a broker's log records, in order; colour codes are passed
+/// over, a line that does not parse is not an event.
+fn replica_events<'a>(log: &'a str, kind: &'a str) -> impl Iterator<Item = Value> + 'a {
+    log.lines().filter_map(move |line| {
+        let plain = strip_ansi(line);
+        let at = plain.find(REPLICA_EVENT)?;
+        let json = plain[at + REPLICA_EVENT.len()..].trim();
+        let value: Value = serde_json::from_str(json).ok()?;
+        (value.get("kind").and_then(Value::as_str) == Some(kind)).then_some(value)
+    })
+}
+
+/// The truncations a broker's log records (replica events of kind `truncated`).
 pub fn truncations(log: &str) -> Vec<sut::Truncation> {
-    log.lines()
-        .filter_map(|line| {
-            let plain = strip_ansi(line);
-            let at = plain.find(REPLICA_EVENT)?;
-            let json = plain[at + REPLICA_EVENT.len()..].trim();
-            let value: Value = serde_json::from_str(json).ok()?;
-            if value.get("kind").and_then(Value::as_str) != Some("truncated") {
-                return None;
-            }
-            serde_json::from_value(value).ok()
+    replica_events(log, "truncated")
+        .filter_map(|value| serde_json::from_value(value).ok())
+        .collect()
+}
+
+/// An `isr-expanded` event as the broker writes it (its follower is a broker id).
+#[derive(Deserialize)]
+struct IsrExpanded {
+    topic: String,
+    partition: u32,
+    follower: u32,
+    follower_log_end: u64,
+    unix_ms: u64,
+    written: bool,
+    leader_epoch: u64,
+    high_watermark: u64,
+    epoch_start_offset: Option<u64>,
+}
+
+/// The ISR expansions a broker's log records (replica events of kind `isr-expanded`).
+pub fn isr_expansions(log: &str) -> Vec<sut::IsrExpansion> {
+    replica_events(log, "isr-expanded")
+        .filter_map(|value| serde_json::from_value::<IsrExpanded>(value).ok())
+        .map(|e| sut::IsrExpansion {
+            topic: e.topic,
+            partition: e.partition,
+            follower: format!("broker {}", e.follower),
+            follower_log_end: e.follower_log_end,
+            unix_ms: e.unix_ms,
+            written: e.written,
+            leader_epoch: e.leader_epoch,
+            high_watermark: e.high_watermark,
+            epoch_start_offset: e.epoch_start_offset,
         })
         .collect()
 }
@@ -307,5 +340,27 @@ mod tests {
                 unclean_leader_election: false,
             }]
         );
+    }
+
+    #[test]
+    fn isr_expansions_are_read_back_with_the_follower_named() {
+        let log = "2026-12-02T14:02:01Z \u{1b}[32m INFO\u{1b}[0m broker::server::partitions: ISR expansion broker=1 replica_event={\"kind\":\"isr-expanded\",\"follower\":3,\"follower_log_end\":4,\"leader_epoch\":2,\"high_watermark\":4,\"log_end_offset\":9,\"epoch_start_offset\":9,\"written\":false,\"topic\":\"p\",\"partition\":1,\"unix_ms\":1767000000123}\n\
+            replica_event={\"kind\":\"truncated\",\"reason\":\"hw\",\"from\":1,\"to\":0,\"high_watermark\":0,\"topic\":\"p\",\"partition\":0}\n\
+            replica_event={\"kind\":\"isr-expanded\",\"follower\":\"x\"}\n";
+        assert_eq!(
+            isr_expansions(log),
+            vec![sut::IsrExpansion {
+                topic: "p".into(),
+                partition: 1,
+                follower: "broker 3".into(),
+                follower_log_end: 4,
+                unix_ms: 1_767_000_000_123,
+                written: false,
+                leader_epoch: 2,
+                high_watermark: 4,
+                epoch_start_offset: Some(9),
+            }]
+        );
+        assert_eq!(truncations(log).len(), 1);
     }
 }

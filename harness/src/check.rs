@@ -294,11 +294,11 @@ fn release_in_background(history: History) {
 }
 
 /// Checker results measured while a test ran rather than derived from its history (the
-/// availability and one-down probes of `harness test`, the truncations its brokers
-/// logged): a re-check of a run folder keeps them from the folder's `results.json`, and
+/// availability and one-down probes of `harness test`, the truncations and ISR
+/// expansions its brokers logged): a re-check of a run folder keeps them from the folder's `results.json`, and
 /// applies the durability waiver its history checker had again, so that it gives the
 /// same verdict.
-const LIVE_CHECKERS: &[&str] = &["availability", "one-down", "truncation"];
+const LIVE_CHECKERS: &[&str] = &["availability", "one-down", "truncation", "isr"];
 
 fn keep_live_results(previous: &Path, results: &mut Results) {
     let Ok(text) = std::fs::read_to_string(previous) else {

@@ -14,7 +14,9 @@
 //! - [`test_run`]: `harness test`: cluster, workload, final reads, checks, the run folder;
 //!   [`one_down`]: its liveness probe after the heal (one node killed, every partition
 //!   must still take writes); [`truncations`]: the oracle over the truncations the
-//!   nodes' logs record (no replica discards records it knew committed).
+//!   nodes' logs record (no replica discards records it knew committed);
+//!   [`admissions`]: the oracle over the ISR expansions they record (no replica joins
+//!   the in-sync set lacking an acknowledged write).
 //! - [`scenario`]: scenario files (a bug report as a script of faults and an
 //!   expectation) and playing one on a cluster; [`repro`]: `harness repro`.
 //! - [`nightly`]: `harness nightly`: random tests and every reproduction until a budget
@@ -23,6 +25,7 @@
 //! Architecture invariant: judging lives in `checkers`, formats in `history`; this crate
 //! wires them to files, the terminal and exit codes.
 
+pub mod admissions;
 pub mod check;
 pub mod clean;
 pub mod cli;

@@ -236,6 +236,13 @@ fn judge<P: Phases>(
             phases.availability_bound(),
         );
     }
+    crate::admissions::add_for_run(
+        &mut checked.results,
+        &*crate::system::db(),
+        &folder.history(),
+        &folder.nodes(),
+        ran.stats.history_unix_ms,
+    );
     let waived = phases.waives_durability().then(|| {
         crate::waiver::reason(
             &*crate::system::db(),

@@ -107,7 +107,10 @@ pub async fn execute(spec: &TestSpec, broker: &Broker) -> Result<TestOutcome> {
     let stats = &finished.stats;
     crate::check::print_summary(&finished.checked);
     print_availability(stats);
-    for line in crate::truncations::summary_lines(&finished.checked.results) {
+    for line in crate::truncations::summary_lines(&finished.checked.results)
+        .into_iter()
+        .chain(crate::admissions::summary_lines(&finished.checked.results))
+    {
         println!("{line}");
     }
     if let Some(probe) = &stats.one_down {
@@ -220,6 +223,7 @@ async fn run_phases(
         stats.serving_secs = serve(plan, cluster).await?;
         let connector = cluster.connector(&cluster.target(TOPIC, plan.partitions))?;
         let recorder = Recorder::create(&folder.history())?;
+        stats.history_unix_ms = Some(recorder.wall_start_unix_ms());
         let options = workload_options(plan, seed);
         faults = arm_nemesis(plan, seed, cluster, &recorder)?;
         let grow = plan.shape.grow_after.map(|after| {

@@ -21,6 +21,12 @@ use sut::{Db, Truncation};
 /// Every node's truncations, read from the logs under `nodes_dir` (`<node>/*.log`, as
 /// the run collected them), by node name.
 pub fn read(db: &dyn Db, nodes_dir: &Path) -> BTreeMap<String, Vec<Truncation>> {
+    read_logs(nodes_dir, |log| db.truncations(log))
+}
+
+/// What `parse` finds in each node's logs under `nodes_dir` (`<node>/*.log`), by node
+/// name: every node with a folder has an entry.
+pub fn read_logs<T>(nodes_dir: &Path, parse: impl Fn(&str) -> Vec<T>) -> BTreeMap<String, Vec<T>> {
     let mut found = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(nodes_dir) else {
         return found;
@@ -38,7 +44,7 @@ pub fn read(db: &dyn Db, nodes_dir: &Path) -> BTreeMap<String, Vec<Truncation>> 
             }
             // A log that cannot be read (or is not text) records nothing we can judge.
             if let Ok(bytes) = std::fs::read(&path) {
-                events.extend(db.truncations(&String::from_utf8_lossy(&bytes)));
+                events.extend(parse(&String::from_utf8_lossy(&bytes)));
             }
         }
         found.insert(node, events);

@@ -126,6 +126,10 @@ pub struct RunStats {
     /// run from before the probe).
     #[serde(default)]
     pub one_down: Option<OneDownProbe>,
+    /// The history's `time` 0 by the wall clock, in ms since the Unix epoch (absent: a
+    /// run from before it was kept): what the ISR oracle lines the nodes' logs up with.
+    #[serde(default)]
+    pub history_unix_ms: Option<u64>,
 }
 
 /// The one-down probe: once the cluster has healed and every partition is fully in

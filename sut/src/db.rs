@@ -103,6 +103,36 @@ pub trait Db: Send + Sync {
         let _ = log;
         Vec::new()
     }
+
+    /// The ISR expansions (a leader letting a follower in) which a node's log records,
+    /// oldest first; none, the default, for a system that does not record them.
+    fn isr_expansions(&self, log: &str) -> Vec<IsrExpansion> {
+        let _ = log;
+        Vec::new()
+    }
+}
+
+/// A leader letting a follower into its in-sync set, as the leader recorded it: at the
+/// decision, and again when the new set took effect. From then on the follower may be
+/// elected cleanly, so it must hold every write acknowledged before that moment.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IsrExpansion {
+    pub topic: String,
+    pub partition: u32,
+    /// The system's name for the follower (our broker: its broker id).
+    pub follower: String,
+    /// What the leader knew the follower to hold: every record below this offset.
+    pub follower_log_end: u64,
+    /// When, in ms since the Unix epoch by the node's wall clock.
+    pub unix_ms: u64,
+    /// Whether the new set had taken effect; `false`: decided, being written.
+    pub written: bool,
+    pub leader_epoch: u64,
+    /// The leader's high watermark then.
+    pub high_watermark: u64,
+    /// The leader's log end when it took the epoch.
+    #[serde(default)]
+    pub epoch_start_offset: Option<u64>,
 }
 
 /// A replica's truncation that discarded records, as the node recorded it at that

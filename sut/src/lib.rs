@@ -27,7 +27,7 @@ pub use api::{Api, ApiError, TopicLayout, TopicSpec};
 pub use client::{
     Acks, Client, ClientError, Connector, Consistency, ReadRecord, ReadReply, ReadRequest,
 };
-pub use db::{Db, DbError, NodeFile, NodeInfo, Truncation};
+pub use db::{Db, DbError, IsrExpansion, NodeFile, NodeInfo, Truncation};
 pub use views::{AdminAction, PartitionRoles, ReplicaView, Roles, Target, TargetError};
 
 /// The futures of the doors: boxed, so that the traits are object safe (`Arc<dyn Api>`),

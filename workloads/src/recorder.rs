@@ -216,6 +216,17 @@ impl Recorder {
         self.shared.start.elapsed()
     }
 
+    /// `time` 0 of the history by the wall clock, in ms since the Unix epoch: what ties
+    /// the history to the times the nodes write in their logs (on one machine, or hosts
+    /// whose clocks agree). Read now, from the wall clock less the time elapsed.
+    pub fn wall_start_unix_ms(&self) -> u64 {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let start = since_epoch.saturating_sub(self.shared.start.elapsed());
+        u64::try_from(start.as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent counters behind: keep going.
         self.shared

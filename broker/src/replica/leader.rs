@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use super::metadata::{MetadataError, StateVersion};
 use super::{
     follower_progress_map, Acks, ActiveRole, Appended, Assignment, Effect, FetchData, FetchRequest,
-    FetchResponse, FollowerProgress, ListOffsetsRequest, ListOffsetsResponse, LogOffsets,
-    OffsetsForLeaderEpochRequest, OffsetsForLeaderEpochResponse, Output, PartitionStateWrite,
-    PartitionView, ProduceError, ProduceOutcome, ProduceRequest, ProduceResult, Replica,
-    ReplicaError, ReplicationError, RequestId,
+    FetchResponse, FollowerProgress, IsrExpansion, ListOffsetsRequest, ListOffsetsResponse,
+    LogOffsets, OffsetsForLeaderEpochRequest, OffsetsForLeaderEpochResponse, Output,
+    PartitionStateWrite, PartitionView, ProduceError, ProduceOutcome, ProduceRequest,
+    ProduceResult, Replica, ReplicaError, ReplicaEvent, ReplicationError, RequestId,
 };
 use crate::log::ReplicaLog;
 use crate::record::{LeaderEpoch, Offset, Record};
@@ -241,6 +241,19 @@ impl<L: ReplicaLog> Replica<L> {
                     version,
                     "ISR changed"
                 );
+                let log_end_offset = self.log.log_end_offset();
+                for &follower in write.isr.iter().filter(|id| !view.isr.contains(id)) {
+                    let known = leader.followers.get(&follower);
+                    self.events.push(ReplicaEvent::IsrExpanded(IsrExpansion {
+                        follower,
+                        follower_log_end: known.and_then(|p| p.log_end_offset).unwrap_or(0),
+                        leader_epoch: view.leader_epoch,
+                        high_watermark: self.high_watermark,
+                        log_end_offset,
+                        epoch_start_offset: leader.epoch_start_offset,
+                        written: true,
+                    }));
+                }
                 view.isr.clone_from(&write.isr);
                 view.version = version;
                 self.maybe_advance_high_watermark()
@@ -392,6 +405,15 @@ impl<L: ReplicaLog> Replica<L> {
             return Vec::new();
         }
         tracing::info!(broker = me, follower, fetch_offset, "expanding ISR");
+        self.events.push(ReplicaEvent::IsrExpanded(IsrExpansion {
+            follower,
+            follower_log_end: fetch_offset,
+            leader_epoch: view.leader_epoch,
+            high_watermark: self.high_watermark,
+            log_end_offset: self.log.log_end_offset(),
+            epoch_start_offset: leader.epoch_start_offset,
+            written: false,
+        }));
         let mut isr = view.isr.clone();
         isr.push(follower);
         let write = isr_write(view, me, self.controller_epoch, isr);
@@ -401,6 +423,12 @@ impl<L: ReplicaLog> Replica<L> {
 
     /// HW = min LEO over the ISR, only ever moving up; then answers the acks=all requests
     /// it passed. A follower that has not fetched in this epoch holds the HW back.
+    ///
+    /// While an expansion is being written, the follower it lets in counts already (the
+    /// "maximal ISR" of KIP-497): the write may land at any moment, and from then on the
+    /// follower can be elected cleanly, so nothing it lacks may be committed meanwhile. A
+    /// pending shrink still counts the member it removes, as the ISR takes it only once
+    /// the write succeeded.
     fn maybe_advance_high_watermark(&mut self) -> Vec<Effect> {
         let me = self.config.broker_id;
         let Some(Assignment {
@@ -410,8 +438,13 @@ impl<L: ReplicaLog> Replica<L> {
         else {
             return Vec::new();
         };
+        let joining = leader
+            .pending_write
+            .iter()
+            .flat_map(|write| write.isr.iter())
+            .filter(|id| !view.isr.contains(id));
         let mut candidate = Some(self.log.log_end_offset());
-        for id in view.isr.iter().filter(|&&id| id != me) {
+        for id in view.isr.iter().chain(joining).filter(|&&id| id != me) {
             let follower = leader.followers.get(id).and_then(|p| p.log_end_offset);
             candidate = candidate.zip(follower).map(|(a, b)| a.min(b));
         }

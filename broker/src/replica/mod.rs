@@ -100,9 +100,39 @@ pub struct Replica<L: ReplicaLog> {
     high_watermark: Offset,
     epochs: EpochCache,
     last_hw_checkpoint_ms: Option<u64>,
-    /// Truncations that discarded records, since the caller last took them
-    /// ([`Replica::take_truncations`]).
-    truncations: Vec<Truncated>,
+    /// Decisions an outside oracle judges, since the caller last took them
+    /// ([`Replica::take_events`]).
+    events: Vec<ReplicaEvent>,
+}
+
+/// A decision of the replica that an outside oracle needs to judge its promises, as the
+/// replica saw it at that moment (the broker logs each one with the time; it judges
+/// nothing itself).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind")]
+pub enum ReplicaEvent {
+    #[serde(rename = "truncated")]
+    Truncated(Truncated),
+    #[serde(rename = "isr-expanded")]
+    IsrExpanded(IsrExpansion),
+}
+
+/// A leader letting a follower into the ISR, at the decision (`written` false) and when
+/// the write of the new ISR succeeded and it took effect (`written` true). From then on
+/// the follower may be elected cleanly, so it must hold every committed record: the
+/// oracle compares `follower_log_end` with the writes acknowledged before this moment.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IsrExpansion {
+    pub follower: BrokerId,
+    /// What the leader knows the follower to hold: its last fetch offset.
+    pub follower_log_end: Offset,
+    pub leader_epoch: LeaderEpoch,
+    /// The leader's high watermark and log end at that moment.
+    pub high_watermark: Offset,
+    pub log_end_offset: Offset,
+    /// The leader's LEO when it took the epoch.
+    pub epoch_start_offset: Offset,
+    pub written: bool,
 }
 
 /// A truncation that discarded records, as the replica saw it at that moment: what an
@@ -149,7 +179,7 @@ impl<L: ReplicaLog> Replica<L> {
             high_watermark,
             epochs,
             last_hw_checkpoint_ms: None,
-            truncations: Vec::new(),
+            events: Vec::new(),
         })
     }
 
@@ -312,9 +342,10 @@ impl<L: ReplicaLog> Replica<L> {
     }
 
     /// Removes records from `offset` on, with the epochs they started and the HW above.
-    /// The truncations that discarded records since the last call, oldest first.
-    pub fn take_truncations(&mut self) -> Vec<Truncated> {
-        std::mem::take(&mut self.truncations)
+    /// The events (truncations that discarded records, ISR expansions) since the last
+    /// call, oldest first.
+    pub fn take_events(&mut self) -> Vec<ReplicaEvent> {
+        std::mem::take(&mut self.events)
     }
 
     fn record_truncation(
@@ -323,14 +354,14 @@ impl<L: ReplicaLog> Replica<L> {
         to: Offset,
         leader_log_end: Option<Offset>,
     ) {
-        self.truncations.push(Truncated {
+        self.events.push(ReplicaEvent::Truncated(Truncated {
             reason,
             from: self.log.log_end_offset(),
             to,
             high_watermark: self.high_watermark,
             leader_log_end,
             unclean_leader_election: self.config.unclean_leader_election,
-        });
+        }));
     }
 
     fn truncate_to(

@@ -24,7 +24,7 @@ use crate::quorum::QuorumError;
 use crate::replica::metadata::{MetadataError, PartitionState, StateVersion, TopicPartition};
 use crate::replica::{
     BrokerId, Effect, LeaderAndIsr, LeaderAndIsrError, ProduceResult, Replica, ReplicaConfig,
-    ReplicaError,
+    ReplicaError, ReplicaEvent,
 };
 use crate::storage::SegmentLog;
 
@@ -81,8 +81,8 @@ impl Partition {
         let before = (replica.log_end_offset(), replica.leader_epoch());
         match f(replica) {
             Ok(value) => {
-                for truncated in replica.take_truncations() {
-                    log_truncation(replica.broker_id(), &self.tp, &truncated);
+                for event in replica.take_events() {
+                    log_replica_event(replica.broker_id(), &self.tp, &event);
                 }
                 if (replica.log_end_offset(), replica.leader_epoch()) != before {
                     self.changed.send_modify(|generation| *generation += 1);
@@ -472,15 +472,27 @@ impl Node {
     }
 }
 
-/// The broker log's record of a truncation that discarded records: one line whose last
-/// field, `replica_event`, is the event as JSON (topic and partition added), for oracles
-/// outside the broker (the harness's driver reads it back).
-fn log_truncation(broker: u32, tp: &TopicPartition, truncated: &crate::replica::Truncated) {
-    let mut event = serde_json::to_value(truncated).unwrap_or_default();
-    if let Some(fields) = event.as_object_mut() {
-        fields.insert("kind".into(), "truncated".into());
+/// The broker log's record of a replica event: one line whose last field,
+/// `replica_event`, is the event as JSON (topic, partition and the wall-clock time in ms
+/// since the Unix epoch added, taken under the partition's lock, so after the decision
+/// and before anything the next request on the partition does), for oracles outside the
+/// broker (the harness's driver reads it back).
+fn log_replica_event(broker: u32, tp: &TopicPartition, event: &ReplicaEvent) {
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let mut json = serde_json::to_value(event).unwrap_or_default();
+    if let Some(fields) = json.as_object_mut() {
         fields.insert("topic".into(), tp.topic.clone().into());
         fields.insert("partition".into(), tp.partition.into());
+        fields.insert("unix_ms".into(), unix_ms.into());
     }
-    tracing::warn!(broker, replica_event = %event, "replica discarded records");
+    match event {
+        ReplicaEvent::Truncated(_) => {
+            tracing::warn!(broker, replica_event = %json, "replica discarded records")
+        }
+        ReplicaEvent::IsrExpanded(_) => {
+            tracing::info!(broker, replica_event = %json, "ISR expansion")
+        }
+    }
 }

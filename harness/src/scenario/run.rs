@@ -173,13 +173,14 @@ impl Phases for ScenarioTest<'_> {
     }
 
     async fn run(&self, cluster: &Arc<Cluster>, folder: &RunFolder) -> Result<Ran> {
-        let (problem, availability) = play_on(self.scenario, Arc::clone(cluster), folder).await?;
+        let played = play_on(self.scenario, Arc::clone(cluster), folder).await?;
         Ok(Ran {
             stats: RunStats {
-                availability,
+                availability: played.availability,
+                history_unix_ms: Some(played.history_unix_ms),
                 ..RunStats::default()
             },
-            problem,
+            problem: played.problem,
         })
     }
 
@@ -269,16 +270,23 @@ fn list(anomalies: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
+/// What a play left behind besides its history.
+struct Played {
+    /// Why the steps could not play out (the end still ran, so the history is complete
+    /// and checkable).
+    problem: Option<String>,
+    /// The availability probe's findings.
+    availability: Vec<PartitionAvailability>,
+    /// The history's time 0 by the wall clock ([`Recorder::wall_start_unix_ms`]).
+    history_unix_ms: u64,
+}
+
 /// Starts the cluster, plays the steps and the end, stops the brokers and keeps their
-/// logs. The problem when the steps could not play out (the end still ran, so the
-/// history is complete and checkable), and the availability probe's findings.
-async fn play_on(
-    scenario: &Scenario,
-    cluster: Arc<Cluster>,
-    folder: &RunFolder,
-) -> Result<(Option<String>, Vec<PartitionAvailability>)> {
+/// logs.
+async fn play_on(scenario: &Scenario, cluster: Arc<Cluster>, folder: &RunFolder) -> Result<Played> {
     start_cluster(scenario, &cluster).await?;
     let recorder = Recorder::create(&folder.history())?;
+    let history_unix_ms = recorder.wall_start_unix_ms();
     let mut player = Player::new(scenario, Arc::clone(&cluster), recorder.clone())?;
     let problem = match player.steps().await {
         Ok(()) => None,
@@ -290,7 +298,11 @@ async fn play_on(
     };
     let ended = player.end().await;
     recorder.finish()?;
-    Ok((problem, ended?))
+    Ok(Played {
+        problem,
+        availability: ended?,
+        history_unix_ms,
+    })
 }
 
 /// Starts the nodes group by group (each once the previous group's are registered and

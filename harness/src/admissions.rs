@@ -1,0 +1,467 @@
+//! The ISR-admission oracle: judges the ISR expansions the leaders' logs record
+//! ([`sut::Db::isr_expansions`]) against the writes the history says were acknowledged,
+//! by one rule of a replicated log with in-sync sets: "a replica let into the in-sync
+//! set holds every write acknowledged before it was let in". Once in the set it may be
+//! elected cleanly, so a write it lacks is one leader failure away from being lost;
+//! the lost-write checker sees that only if the failure then comes, this oracle as soon
+//! as the admission happens.
+//!
+//! `isr-admitted-behind`: a leader let a follower in (at its decision, or when the new
+//! set took effect) while the follower held only the records below `follower_log_end`,
+//! and a write of that partition at or above that offset had been acknowledged before.
+//! The follower holds at least what the leader knew it to (its last fetch offset), so a
+//! correct broker never gives this: a write is acknowledged only once the high watermark
+//! passed it, an expansion asks the follower to have reached the high watermark and the
+//! start of the leader's epoch (below which every earlier leader's commits lie), and the
+//! high watermark counts a follower being let in already.
+//!
+//! The history's times are the harness's clock, the events' the nodes' wall clocks: a
+//! write counts only when it was acknowledged [`CLOCK_MARGIN_MS`] before the event (on
+//! one machine the clocks are one; hosts over ssh need synchronized clocks). Nothing here
+//! reads which bug switch is on: the rule is the protocol's (KAFKA-7128 is one way to
+//! break it, a high watermark that passes a joining follower another).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use checkers::{Results, Verdict};
+use history::{OpType, Process};
+use serde_json::{json, Value};
+use sut::IsrExpansion;
+
+/// How much earlier than an event a write must have been acknowledged to count: the
+/// two clocks are read at different moments and rounded to ms.
+pub const CLOCK_MARGIN_MS: u64 = 5;
+
+/// At most this many anomalies are reported in full (the count is always exact).
+const MAX_REPORTED: usize = 50;
+
+/// One acknowledged write: its offset and when the client had the acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acked {
+    pub offset: u64,
+    pub value: i64,
+    /// Wall clock, ms since the Unix epoch.
+    pub unix_ms: u64,
+    /// The history index of its completion.
+    pub index: u64,
+}
+
+/// The acknowledged writes of a history, by key (`topic/partition`), in the order the
+/// history has them: `ok` appends that carry their offset and whose invocation asked for
+/// every in-sync replica (an `"acks": 1` or `0` write promises only the leader's log, as
+/// the log checker reads it). `history_unix_ms` is the history's time 0 by the wall clock.
+pub fn acknowledged(ops: &[history::Op], history_unix_ms: u64) -> BTreeMap<String, Vec<Acked>> {
+    let mut by_key: BTreeMap<String, Vec<Acked>> = BTreeMap::new();
+    // Each client process has at most one op open: its invocation says how it was sent.
+    let mut weak_open: BTreeMap<u64, bool> = BTreeMap::new();
+    for op in ops {
+        let Process::Client(process) = op.process else {
+            continue;
+        };
+        if op.f != "append" {
+            continue;
+        }
+        if op.kind == OpType::Invoke {
+            weak_open.insert(process, weak_acks(op.value.get("acks")));
+            continue;
+        }
+        let weak = weak_open.remove(&process).unwrap_or(false);
+        if op.kind != OpType::Ok || weak {
+            continue;
+        }
+        let (Some(key), Some(offset), Some(value)) = (
+            op.value.get("key").and_then(Value::as_str),
+            op.value.get("offset").and_then(Value::as_u64),
+            op.value.get("value").and_then(Value::as_i64),
+        ) else {
+            continue;
+        };
+        by_key.entry(key.to_string()).or_default().push(Acked {
+            offset,
+            value,
+            unix_ms: history_unix_ms.saturating_add(op.time / 1_000_000),
+            index: op.index,
+        });
+    }
+    by_key
+}
+
+/// Whether an append asked for less than acks=all (`"acks": 1` or `0`, number or string).
+fn weak_acks(acks: Option<&Value>) -> bool {
+    match acks {
+        Some(Value::Number(n)) => n.as_i64().is_some_and(|n| n == 0 || n == 1),
+        Some(Value::String(s)) => s == "0" || s == "1",
+        _ => false,
+    }
+}
+
+/// Every node's ISR expansions, read from the logs under `nodes_dir`, by node name.
+pub fn read(db: &dyn sut::Db, nodes_dir: &Path) -> BTreeMap<String, Vec<IsrExpansion>> {
+    crate::truncations::read_logs(nodes_dir, |log| db.isr_expansions(log))
+}
+
+/// One key's acknowledged writes, ready to ask "the highest offset acknowledged before
+/// a moment": sorted by time, with the running maximum.
+struct Timeline {
+    /// (unix ms, the write with the highest offset acknowledged up to then).
+    prefix_max: Vec<(u64, Acked)>,
+    all: Vec<Acked>,
+}
+
+impl Timeline {
+    fn new(mut writes: Vec<Acked>) -> Timeline {
+        writes.sort_by_key(|a| (a.unix_ms, a.index));
+        let mut prefix_max = Vec::with_capacity(writes.len());
+        let mut best: Option<Acked> = None;
+        for &w in &writes {
+            if best.is_none_or(|b| w.offset > b.offset) {
+                best = Some(w);
+            }
+            if let Some(b) = best {
+                prefix_max.push((w.unix_ms, b));
+            }
+        }
+        Timeline {
+            prefix_max,
+            all: writes,
+        }
+    }
+
+    /// The writes acknowledged before `before_ms` at or above `offset`, highest first
+    /// (empty when there are none).
+    fn at_or_above(&self, offset: u64, before_ms: u64) -> Vec<Acked> {
+        let n = self.prefix_max.partition_point(|(t, _)| *t < before_ms);
+        match n.checked_sub(1).map(|i| self.prefix_max[i].1) {
+            Some(highest) if highest.offset >= offset => {
+                let mut found: Vec<Acked> = self.all[..n]
+                    .iter()
+                    .filter(|w| w.offset >= offset)
+                    .copied()
+                    .collect();
+                found.sort_by_key(|w| std::cmp::Reverse(w.offset));
+                found
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The judgement: the anomalies (all of them, unbounded) and how many expansions were
+/// judged (those of partitions the history wrote to).
+pub struct Judgement {
+    pub expansions: u64,
+    pub judged: u64,
+    pub anomalies: Vec<Value>,
+}
+
+pub fn judge(
+    expansions: &BTreeMap<String, Vec<IsrExpansion>>,
+    acked: BTreeMap<String, Vec<Acked>>,
+) -> Judgement {
+    let timelines: BTreeMap<String, Timeline> = acked
+        .into_iter()
+        .map(|(key, writes)| (key, Timeline::new(writes)))
+        .collect();
+    let mut judgement = Judgement {
+        expansions: 0,
+        judged: 0,
+        anomalies: Vec::new(),
+    };
+    for (node, events) in expansions {
+        for e in events {
+            judgement.expansions += 1;
+            let key = format!("{}/{}", e.topic, e.partition);
+            let Some(timeline) = timelines.get(&key) else {
+                continue;
+            };
+            judgement.judged += 1;
+            let behind = timeline.at_or_above(
+                e.follower_log_end,
+                e.unix_ms.saturating_sub(CLOCK_MARGIN_MS),
+            );
+            if let Some(first) = behind.first() {
+                judgement
+                    .anomalies
+                    .push(anomaly(node, &key, e, first, behind.len()));
+            }
+        }
+    }
+    judgement
+}
+
+fn anomaly(node: &str, key: &str, e: &IsrExpansion, highest: &Acked, count: usize) -> Value {
+    let when = if e.written {
+        "the new ISR took effect"
+    } else {
+        "it decided to"
+    };
+    json!({
+        "kind": "isr-admitted-behind",
+        "node": node,
+        "key": key,
+        "expansion": e,
+        "writes_behind": count,
+        "highest": {"offset": highest.offset, "value": highest.value, "index": highest.index},
+        "explanation": format!(
+            "{node}, leading {key} in epoch {}, let {} into the ISR ({when}) while it held only \
+             the records below offset {}; {count} write(s) acknowledged before then lie at or \
+             above it (the highest: value {} at offset {}, acknowledged {} ms earlier, op {}): \
+             a clean election of that replica loses them",
+            e.leader_epoch,
+            e.follower,
+            e.follower_log_end,
+            highest.value,
+            highest.offset,
+            e.unix_ms.saturating_sub(highest.unix_ms),
+            highest.index,
+        ),
+    })
+}
+
+/// Adds the `isr` checker to `results`.
+pub fn add(results: &mut Results, judgement: Judgement) {
+    let found = judgement.anomalies.len();
+    let verdict = if found == 0 {
+        Verdict::Valid
+    } else {
+        Verdict::Invalid
+    };
+    let mut anomalies = judgement.anomalies;
+    anomalies.truncate(MAX_REPORTED);
+    results.add(
+        "isr",
+        verdict,
+        &json!({
+            "expansions": judgement.expansions,
+            "judged": judgement.judged,
+            "found": found,
+            "anomalies": anomalies,
+        }),
+    );
+}
+
+/// Reads, judges and adds the `isr` checker for a run folder's history and node logs;
+/// nothing when the run recorded no wall-clock origin or its nodes no expansion.
+pub fn add_for_run(
+    results: &mut Results,
+    db: &dyn sut::Db,
+    history: &Path,
+    nodes_dir: &Path,
+    history_unix_ms: Option<u64>,
+) {
+    let Some(origin) = history_unix_ms else {
+        return;
+    };
+    let expansions = read(db, nodes_dir);
+    if expansions.values().all(Vec::is_empty) {
+        return;
+    }
+    match history::jsonl::read_jsonl(history) {
+        Ok(h) => add(results, judge(&expansions, acknowledged(&h.ops, origin))),
+        Err(error) => eprintln!("warning: the ISR oracle cannot read the history: {error}"),
+    }
+}
+
+/// The terminal's lines for the `isr` checker of `results`: one per anomaly (at most
+/// five, then a count); none when it found nothing or did not run.
+pub fn summary_lines(results: &Results) -> Vec<String> {
+    let Some(checker) = results.checkers.get("isr") else {
+        return Vec::new();
+    };
+    let anomalies = checker
+        .report
+        .get("anomalies")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let found = checker
+        .report
+        .get("found")
+        .and_then(Value::as_u64)
+        .unwrap_or(anomalies.len() as u64);
+    let mut lines: Vec<String> = anomalies
+        .iter()
+        .take(5)
+        .filter_map(|a| {
+            let explanation = a.get("explanation").and_then(Value::as_str)?;
+            let waived = a.get("counts_against_validity") == Some(&Value::Bool(false));
+            let note = if waived { " (not counted)" } else { "" };
+            Some(format!("  isr-admitted-behind{note}: {explanation}"))
+        })
+        .collect();
+    if found > 5 {
+        lines.push(format!(
+            "  … and {} more ISR admission(s) behind",
+            found - 5
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use history::Op;
+
+    fn append_ok(index: u64, ms: u64, key: &str, value: i64, offset: u64) -> Op {
+        let mut op = Op::new(
+            index,
+            Process::Client(index),
+            OpType::Ok,
+            "append",
+            json!({"key": key, "value": value, "offset": offset}),
+        );
+        op.time = ms * 1_000_000;
+        op
+    }
+
+    fn expansion(follower_log_end: u64, unix_ms: u64, written: bool) -> IsrExpansion {
+        IsrExpansion {
+            topic: "t".into(),
+            partition: 0,
+            follower: "broker 3".into(),
+            follower_log_end,
+            unix_ms,
+            written,
+            leader_epoch: 2,
+            high_watermark: follower_log_end,
+            epoch_start_offset: Some(10),
+        }
+    }
+
+    const ORIGIN: u64 = 1_700_000_000_000;
+
+    fn history() -> Vec<Op> {
+        (0..10)
+            .map(|i| append_ok(i, 100 + i * 10, "t/0", i as i64, i))
+            .chain([append_ok(10, 500, "t/1", 99, 0)])
+            .collect()
+    }
+
+    fn judged(events: Vec<IsrExpansion>) -> Judgement {
+        let by_node = BTreeMap::from([("n2".to_string(), events)]);
+        judge(&by_node, acknowledged(&history(), ORIGIN))
+    }
+
+    #[test]
+    fn an_admission_below_an_earlier_acknowledged_write_is_an_anomaly() {
+        // Offsets 0..10 acknowledged by 190 ms; the follower held only 0..5 at 1,000 ms.
+        let j = judged(vec![expansion(5, ORIGIN + 1_000, false)]);
+        assert_eq!((j.expansions, j.judged, j.anomalies.len()), (1, 1, 1));
+        let a = &j.anomalies[0];
+        assert_eq!(a["kind"], "isr-admitted-behind");
+        assert_eq!(a["writes_behind"], 5);
+        assert_eq!(a["highest"]["offset"], 9);
+        let text = a["explanation"].as_str().unwrap();
+        assert!(
+            text.contains("below offset 5") && text.contains("broker 3"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_follower_holding_every_earlier_write_is_fine() {
+        let j = judged(vec![
+            expansion(10, ORIGIN + 1_000, false),
+            expansion(12, ORIGIN + 1_000, true),
+        ]);
+        assert_eq!((j.judged, j.anomalies.len()), (2, 0));
+    }
+
+    #[test]
+    fn only_writes_acknowledged_before_the_event_by_the_margin_count() {
+        // Offset 5 was acknowledged at 150 ms, 6 at 160: an admission at 5 decided at
+        // 152 ms is within the margin of the first and before the second.
+        let j = judged(vec![expansion(5, ORIGIN + 152, false)]);
+        assert!(j.anomalies.is_empty(), "{:?}", j.anomalies);
+        let j = judged(vec![expansion(
+            5,
+            ORIGIN + 150 + CLOCK_MARGIN_MS + 1,
+            false,
+        )]);
+        assert_eq!(j.anomalies.len(), 1);
+        assert_eq!(j.anomalies[0]["writes_behind"], 1);
+    }
+
+    #[test]
+    fn other_partitions_and_unwritten_ones_are_apart() {
+        let mut other = expansion(0, ORIGIN + 10_000, true);
+        other.partition = 1;
+        let mut unwritten = expansion(0, ORIGIN + 10_000, true);
+        unwritten.partition = 7;
+        let j = judged(vec![other, unwritten]);
+        // t/1's one write is at offset 0, which a follower at 0 lacks.
+        assert_eq!((j.expansions, j.judged, j.anomalies.len()), (2, 1, 1));
+        assert_eq!(j.anomalies[0]["key"], "t/1");
+    }
+
+    #[test]
+    fn the_checker_is_invalid_only_with_an_anomaly_and_says_why() {
+        let mut results = Results::default();
+        add(
+            &mut results,
+            judged(vec![expansion(10, ORIGIN + 1_000, true)]),
+        );
+        assert_eq!(results.checkers["isr"].verdict, Verdict::Valid);
+        assert!(summary_lines(&results).is_empty());
+        let mut results = Results::default();
+        add(
+            &mut results,
+            judged(vec![expansion(3, ORIGIN + 1_000, true)]),
+        );
+        assert_eq!(results.checkers["isr"].verdict, Verdict::Invalid);
+        let lines = summary_lines(&results);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].contains("isr-admitted-behind"), "{lines:?}");
+    }
+
+    #[test]
+    fn failed_and_unsized_writes_are_not_acknowledged() {
+        let mut failed = append_ok(0, 10, "t/0", 1, 0);
+        failed.kind = OpType::Fail;
+        let mut info = append_ok(1, 10, "t/0", 2, 1);
+        info.kind = OpType::Info;
+        let mut no_offset = append_ok(2, 10, "t/0", 3, 2);
+        no_offset.value = json!({"key": "t/0", "value": 3});
+        let acked = acknowledged(&[failed, info, no_offset], ORIGIN);
+        assert!(acked.is_empty(), "{acked:?}");
+    }
+
+    #[test]
+    fn writes_sent_with_weak_acks_are_not_counted() {
+        let invoke = |index: u64, process: u64, acks: Option<Value>| {
+            let mut value = json!({"key": "t/0", "value": index});
+            if let Some(acks) = acks {
+                value["acks"] = acks;
+            }
+            Op::new(
+                index,
+                Process::Client(process),
+                OpType::Invoke,
+                "append",
+                value,
+            )
+        };
+        let ok = |index: u64, process: u64, offset: u64| {
+            let mut op = append_ok(index, 10, "t/0", index as i64, offset);
+            op.process = Process::Client(process);
+            op
+        };
+        let ops = vec![
+            invoke(0, 1, Some(json!(1))),
+            invoke(1, 2, None),
+            invoke(2, 3, Some(json!("0"))),
+            ok(3, 1, 0),
+            ok(4, 2, 1),
+            ok(5, 3, 2),
+            invoke(6, 1, Some(json!("all"))),
+            ok(7, 1, 3),
+        ];
+        let offsets: Vec<u64> = acknowledged(&ops, ORIGIN)["t/0"]
+            .iter()
+            .map(|a| a.offset)
+            .collect();
+        assert_eq!(offsets, vec![1, 3]);
+    }
+}
