@@ -68,7 +68,20 @@ pub const FLAP_GAP_MS: (u64, u64) = (200, 1_000);
 /// gaps, so that a round trip begun before one move is still under way after the next.
 pub const FLAP_DELAY_MS: (u64, u64) = (500, 3_000);
 /// The chance that a flap arms a delay.
-pub const FLAP_SLOW_CHANCE: f64 = 0.5;
+pub const FLAP_SLOW_CHANCE: f64 = 0.75;
+/// The chance that a slow flap's delay is a stale answer on the stepping-down leader
+/// ([`FlapSlowed::SteppingDown`]) rather than a random point on a random replica.
+pub const FLAP_STALE_CHANCE: f64 = 2.0 / 3.0;
+/// A stale-answer delay in gaps: more than two (its answer is applied after the leader
+/// it asked has lost and regained the partition), less than three (before the replica
+/// leads a second time, when a follower's answer no longer matters).
+pub const FLAP_STALE_GAPS: (f64, f64) = (2.2, 2.8);
+/// The chance that a flap first waits for a partition whose replica outside the ISR is
+/// catching up ([`catching_up`]; CoFI: strike while redundancy is being restored).
+pub const FLAP_CATCH_UP_CHANCE: f64 = 0.5;
+/// The point of a stale answer: the follower's OffsetsForLeaderEpoch answer, held after it
+/// arrived and before it is applied.
+pub const STALE_ANSWER_POINT: &str = "after_offsets_for_leader_epoch";
 /// The points a slow flap delays: the round trips a replica makes right after a
 /// leadership change (where its log and the new leader's diverge, then its first
 /// fetches).
@@ -145,14 +158,41 @@ pub enum Aim {
     },
     /// Leadership flapping: one partition's leadership moved `moves` times, `gap_ms`
     /// apart, between one of its in-sync followers and its leader (away, back, away...);
-    /// with `slow`, that delay is armed on one of the partition's replicas first
+    /// with `slow`, a delay is armed on one of the partition's replicas first
     /// (released at the undo), so that the round trips a move starts there outlast the
-    /// next move.
+    /// next move. With `catch_up_ms`, the flap first waits up to that long for a
+    /// partition whose replica outside the ISR is catching up ([`catching_up`]) and
+    /// flaps that one.
     Flap {
         moves: u64,
         gap_ms: u64,
-        slow: Option<crate::slow::Delay>,
+        slow: Option<FlapDelay>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        catch_up_ms: Option<u64>,
     },
+}
+
+/// A slow flap's delay and the replica it is armed on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlapDelay {
+    #[serde(flatten)]
+    pub delay: crate::slow::Delay,
+    pub on: FlapSlowed,
+}
+
+/// Which replica of a flapping partition a slow flap delays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlapSlowed {
+    /// The leader, which steps down at the first move: the answer to the question it
+    /// asks as a follower is held ([`STALE_ANSWER_POINT`]) for more than two moves, so it
+    /// arrives after the replica led again and stepped down again — a stale answer
+    /// about a log that has changed since (what epoch fencing must drop). Meanwhile the
+    /// replica, still in the ISR, does not fetch, so the new leader's high watermark
+    /// stays where it learnt it last.
+    SteppingDown,
+    /// A live replica drawn at random.
+    AnyReplica,
 }
 
 impl Aim {
@@ -186,21 +226,39 @@ impl Aim {
                 let moves = rng.between(FLAP_MOVES.0, FLAP_MOVES.1);
                 let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
                 let slow = rng.chance(FLAP_SLOW_CHANCE).then(|| {
-                    let point = rng.pick(FLAP_POINTS).copied().unwrap_or(FLAP_POINTS[0]);
-                    crate::slow::Delay {
-                        point: point.to_string(),
-                        delay_ms: crate::slow::log_uniform(
-                            FLAP_DELAY_MS.0,
-                            FLAP_DELAY_MS.1,
-                            rng.unit(),
-                        ),
-                        percent: 100,
+                    if rng.chance(FLAP_STALE_CHANCE) {
+                        let gaps = FLAP_STALE_GAPS.0
+                            + (FLAP_STALE_GAPS.1 - FLAP_STALE_GAPS.0) * rng.unit();
+                        FlapDelay {
+                            delay: crate::slow::Delay {
+                                point: STALE_ANSWER_POINT.to_string(),
+                                delay_ms: (gap_ms as f64 * gaps).round() as u64,
+                                percent: 100,
+                            },
+                            on: FlapSlowed::SteppingDown,
+                        }
+                    } else {
+                        let point = rng.pick(FLAP_POINTS).copied().unwrap_or(FLAP_POINTS[0]);
+                        FlapDelay {
+                            delay: crate::slow::Delay {
+                                point: point.to_string(),
+                                delay_ms: crate::slow::log_uniform(
+                                    FLAP_DELAY_MS.0,
+                                    FLAP_DELAY_MS.1,
+                                    rng.unit(),
+                                ),
+                                percent: 100,
+                            },
+                            on: FlapSlowed::AnyReplica,
+                        }
                     }
                 });
+                let catch_up_ms = rng.chance(FLAP_CATCH_UP_CHANCE).then_some(watch_ms);
                 Aim::Flap {
                     moves,
                     gap_ms,
                     slow,
+                    catch_up_ms,
                 }
             }
             0 => Aim::ControllerCut {
@@ -396,6 +454,61 @@ pub fn lags(roles: &Roles, views: &BTreeMap<String, Vec<ReplicaView>>) -> Vec<La
     found
 }
 
+/// A replica outside its partition's ISR that answers and is behind its leader's high
+/// watermark: being caught up, the partition's redundancy is being restored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatchUp {
+    pub key: String,
+    pub leader: String,
+    pub replica: String,
+    pub leader_hw: u64,
+    pub replica_leo: u64,
+}
+
+/// Every replica outside its partition's ISR whose node shows a view of it with a log
+/// end below the high watermark of the leader (whose own view says it leads), for the
+/// partitions with at least one in-sync follower besides the leader (what a flap moves
+/// leadership to): in the roles' partition order, then replica order.
+pub fn catching_up(roles: &Roles, views: &BTreeMap<String, Vec<ReplicaView>>) -> Vec<CatchUp> {
+    let view = |node: &str, topic: &str, partition: u32| {
+        views.get(node).and_then(|all| {
+            all.iter()
+                .find(|v| v.topic == topic && v.partition == partition)
+        })
+    };
+    let mut found = Vec::new();
+    for partition in &roles.partitions {
+        let Some(leader) = &partition.leader else {
+            continue;
+        };
+        let Some(lead) = view(leader, &partition.topic, partition.partition) else {
+            continue;
+        };
+        if !lead.leading || !partition.isr.iter().any(|node| node != leader) {
+            continue;
+        }
+        for replica in partition
+            .replicas
+            .iter()
+            .filter(|n| !partition.isr.contains(n))
+        {
+            let Some(behind) = view(replica, &partition.topic, partition.partition) else {
+                continue;
+            };
+            if behind.log_end_offset < lead.high_watermark {
+                found.push(CatchUp {
+                    key: partition.key(),
+                    leader: leader.clone(),
+                    replica: replica.clone(),
+                    leader_hw: lead.high_watermark,
+                    replica_leo: behind.log_end_offset,
+                });
+            }
+        }
+    }
+    found
+}
+
 /// The lag a strike aims at: one of those behind by the most, picked with `rng`.
 pub fn worst_lag<'a>(lags: &'a [Lag], rng: &mut Rng) -> Option<&'a Lag> {
     let most = lags.iter().map(Lag::by).max()?;
@@ -527,10 +640,66 @@ mod tests {
     }
 
     #[test]
+    fn catching_up_replicas_are_outside_the_isr_and_behind_the_leaders_high_watermark() {
+        // a/0: n3 is out of the ISR {n1, n2} and behind n1's HW 10; b/0: n3 is out of
+        // {n2} only (no in-sync follower to flap to); c/0: n2 is out but caught up.
+        let roles = roles(&[
+            ("a", 0, "n1", 1, &["n1", "n2"]),
+            ("b", 0, "n2", 1, &["n2"]),
+            ("c", 0, "n1", 1, &["n1", "n3"]),
+        ]);
+        let mut views = BTreeMap::new();
+        views.insert(
+            "n1".to_string(),
+            vec![
+                view("a", true, 10, 12),
+                view("b", false, 5, 9),
+                view("c", true, 20, 20),
+            ],
+        );
+        views.insert(
+            "n2".to_string(),
+            vec![
+                view("a", false, 10, 12),
+                view("b", true, 9, 9),
+                view("c", false, 20, 20),
+            ],
+        );
+        views.insert(
+            "n3".to_string(),
+            vec![
+                view("a", false, 2, 7),
+                view("b", false, 0, 3),
+                view("c", false, 20, 20),
+            ],
+        );
+        let found = catching_up(&roles, &views);
+        assert_eq!(
+            found,
+            vec![CatchUp {
+                key: "a/0".into(),
+                leader: "n1".into(),
+                replica: "n3".into(),
+                leader_hw: 10,
+                replica_leo: 7,
+            }]
+        );
+        // A replica that shows no view, or a leader that does not think it leads, is
+        // not judged.
+        let mut silent = views.clone();
+        silent.remove("n3");
+        assert!(catching_up(&roles, &silent).is_empty());
+        let mut deposed = views.clone();
+        deposed.insert("n1".into(), vec![view("a", false, 10, 12)]);
+        assert!(catching_up(&roles, &deposed).is_empty());
+    }
+
+    #[test]
     fn draws_cover_every_aim_and_stay_in_range() {
         let mut kinds = std::collections::BTreeSet::new();
         let mut calm = 0;
         let (mut slow_flaps, mut plain_flaps) = (0u32, 0u32);
+        let (mut stale_flaps, mut watching_flaps) = (0u32, 0u32);
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
@@ -559,16 +728,36 @@ mod tests {
                     moves,
                     gap_ms,
                     slow,
+                    catch_up_ms,
                 } => {
                     assert!((FLAP_MOVES.0..=FLAP_MOVES.1).contains(moves));
                     assert!((FLAP_GAP_MS.0..=FLAP_GAP_MS.1).contains(gap_ms));
-                    if let Some(delay) = slow {
-                        slow_flaps += 1;
-                        assert!(FLAP_POINTS.contains(&delay.point.as_str()));
-                        assert!((FLAP_DELAY_MS.0..=FLAP_DELAY_MS.1).contains(&delay.delay_ms));
-                        assert_eq!(delay.percent, 100);
-                    } else {
-                        plain_flaps += 1;
+                    if let Some(ms) = catch_up_ms {
+                        watching_flaps += 1;
+                        assert!((WATCH_MS.0..=WATCH_MS.1).contains(ms));
+                    }
+                    match slow {
+                        Some(FlapDelay {
+                            delay,
+                            on: FlapSlowed::AnyReplica,
+                        }) => {
+                            slow_flaps += 1;
+                            assert!(FLAP_POINTS.contains(&delay.point.as_str()));
+                            assert!((FLAP_DELAY_MS.0..=FLAP_DELAY_MS.1).contains(&delay.delay_ms));
+                            assert_eq!(delay.percent, 100);
+                        }
+                        Some(FlapDelay {
+                            delay,
+                            on: FlapSlowed::SteppingDown,
+                        }) => {
+                            stale_flaps += 1;
+                            assert_eq!(delay.point, STALE_ANSWER_POINT);
+                            assert_eq!(delay.percent, 100);
+                            // Outlasts two moves, not three.
+                            assert!(delay.delay_ms > 2 * gap_ms, "{aim:?}");
+                            assert!(delay.delay_ms < 3 * gap_ms, "{aim:?}");
+                        }
+                        None => plain_flaps += 1,
                     }
                 }
             }
@@ -587,11 +776,15 @@ mod tests {
         }
         // controller (no strike) + 2 after a change + 4 on a lag + a flap (no strike).
         assert_eq!(kinds.len(), 8, "{kinds:?}");
-        // A quarter of the draws are flaps, half of them slow.
+        // A quarter of the draws are flaps (750): a quarter of them plain, half stale
+        // answers, a quarter slow elsewhere; half of them wait for a catch-up.
         assert!(
-            slow_flaps > 250 && plain_flaps > 250,
-            "{slow_flaps} {plain_flaps}"
+            (130..250).contains(&plain_flaps)
+                && (300..450).contains(&stale_flaps)
+                && (130..250).contains(&slow_flaps),
+            "{plain_flaps} {stale_flaps} {slow_flaps}"
         );
+        assert!((300..450).contains(&watching_flaps), "{watching_flaps}");
         let share = f64::from(calm) / draws as f64;
         assert!((0.30..0.37).contains(&share), "calm before {share}");
     }

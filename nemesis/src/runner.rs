@@ -1557,7 +1557,11 @@ impl Worker {
                 moves,
                 gap_ms,
                 ref slow,
-            } => self.flap(moves, gap_ms, slow.as_ref(), rng, value).await,
+                catch_up_ms,
+            } => {
+                self.flap(moves, gap_ms, slow.as_ref(), catch_up_ms, rng, value)
+                    .await
+            }
         }
     }
 
@@ -1571,11 +1575,18 @@ impl Worker {
         &self,
         moves: u64,
         gap_ms: u64,
-        slow: Option<&crate::slow::Delay>,
+        slow: Option<&aimed::FlapDelay>,
+        catch_up_ms: Option<u64>,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        let roles = self.roles().await;
+        let (roles, catching) = match catch_up_ms {
+            Some(watch_ms) => {
+                let (roles, catching) = self.watch_catch_up(watch_ms, rng, value).await;
+                (roles.unwrap_or(self.roles().await), catching)
+            }
+            None => (self.roles().await, None),
+        };
         value.insert("trigger".into(), json!("flap"));
         let candidates: Vec<(&crate::roles::PartitionRoles, Vec<String>)> = {
             let state = self.state();
@@ -1594,8 +1605,15 @@ impl Worker {
                         .collect();
                     (!followers.is_empty()).then_some((p, followers))
                 })
+                .filter(|(p, _)| catching.as_ref().is_none_or(|c| c.key == p.key()))
                 .collect()
         };
+        if let Some(catching) = &catching {
+            value.insert(
+                "catching_up".into(),
+                serde_json::to_value(catching).unwrap_or(Value::Null),
+            );
+        }
         let Some((partition, followers)) = rng.pick(&candidates) else {
             return Some("no-target: no partition with a live leader and in-sync follower".into());
         };
@@ -1613,18 +1631,21 @@ impl Worker {
                 "{key}'s leadership flaps between {follower} and {leader}, {gap_ms} ms apart"
             )),
         );
-        if let Some(delay) = slow {
-            // One replica, drawn: a delay on every replica would also hold back the
-            // fetches that commit what a leader takes between two moves.
-            let live: Vec<String> = {
-                let state = self.state();
-                let alive: Vec<String> = partition
-                    .replicas
-                    .iter()
-                    .filter(|node| !state.killed.contains_key(*node))
-                    .cloned()
-                    .collect();
-                rng.pick(&alive).cloned().into_iter().collect()
+        if let Some(aimed::FlapDelay { delay, on }) = slow {
+            // One replica: a delay on every replica would also hold back the fetches
+            // that commit what a leader takes between two moves.
+            let live: Vec<String> = match on {
+                aimed::FlapSlowed::SteppingDown => vec![leader.clone()],
+                aimed::FlapSlowed::AnyReplica => {
+                    let state = self.state();
+                    let alive: Vec<String> = partition
+                        .replicas
+                        .iter()
+                        .filter(|node| !state.killed.contains_key(*node))
+                        .cloned()
+                        .collect();
+                    rng.pick(&alive).cloned().into_iter().collect()
+                }
             };
             let mut slowed = Map::new();
             let error = self
@@ -1872,31 +1893,9 @@ impl Worker {
         let mut polls = 0u64;
         let mut answered = false;
         loop {
-            let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
-            let roles = tokio::time::timeout(left, self.control.roles())
-                .await
-                .ok()
-                .flatten();
-            if let Some(roles) = roles {
+            if let Some((roles, views)) = self.roles_and_views(watch, began).await {
                 polls += 1;
-                let asked: Vec<String> = {
-                    let state = self.state();
-                    roles
-                        .nodes
-                        .iter()
-                        .filter(|n| !state.killed.contains_key(*n) && !state.paused.contains(*n))
-                        .cloned()
-                        .collect()
-                };
-                let mut views = BTreeMap::new();
-                for node in asked {
-                    let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
-                    let replicas = tokio::time::timeout(left, self.control.replicas(&node));
-                    if let Ok(Some(replicas)) = replicas.await {
-                        answered = true;
-                        views.insert(node, replicas);
-                    }
-                }
+                answered |= !views.is_empty();
                 let found = aimed::lags(&roles, &views);
                 if let Some(lag) = aimed::worst_lag(&found, rng) {
                     let lag = lag.clone();
@@ -1944,6 +1943,75 @@ impl Worker {
         } else {
             Some("no-target: no node showed its replica views".into())
         }
+    }
+
+    /// The roles and the replica views of every node neither killed nor paused, each
+    /// read within what is left of `watch` since `began` (at least one poll's time);
+    /// `None` when the roles could not be read.
+    async fn roles_and_views(
+        &self,
+        watch: Duration,
+        began: Instant,
+    ) -> Option<(Roles, BTreeMap<String, Vec<sut::ReplicaView>>)> {
+        let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
+        let roles = tokio::time::timeout(left, self.control.roles())
+            .await
+            .ok()
+            .flatten()?;
+        let asked: Vec<String> = {
+            let state = self.state();
+            roles
+                .nodes
+                .iter()
+                .filter(|n| !state.killed.contains_key(*n) && !state.paused.contains(*n))
+                .cloned()
+                .collect()
+        };
+        let mut views = BTreeMap::new();
+        for node in asked {
+            let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
+            let replicas = tokio::time::timeout(left, self.control.replicas(&node));
+            if let Ok(Some(replicas)) = replicas.await {
+                views.insert(node, replicas);
+            }
+        }
+        Some((roles, views))
+    }
+
+    /// A flap's wait for its moment: the views polled for up to `watch_ms` until a
+    /// replica outside a partition's ISR is catching up ([`aimed::catching_up`]; one
+    /// picked with `rng`); the last roles read, and the one found. What the wait came to
+    /// is in `value` (`waited_ms`, `polls`).
+    async fn watch_catch_up(
+        &self,
+        watch_ms: u64,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> (Option<Roles>, Option<aimed::CatchUp>) {
+        let watch = Duration::from_millis(watch_ms);
+        let began = Instant::now();
+        let mut polls = 0u64;
+        let mut last = None;
+        let found = loop {
+            if let Some((roles, views)) = self.roles_and_views(watch, began).await {
+                polls += 1;
+                let found = aimed::catching_up(&roles, &views);
+                last = Some(roles);
+                if let Some(found) = rng.pick(&found) {
+                    break Some(found.clone());
+                }
+            }
+            if began.elapsed() >= watch {
+                break None;
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        };
+        value.insert(
+            "waited_ms".into(),
+            json!(began.elapsed().as_millis() as u64),
+        );
+        value.insert("polls".into(), json!(polls));
+        (last, found)
     }
 
     /// Kills, pauses or isolates `node` as an `aimed` strike: entered in

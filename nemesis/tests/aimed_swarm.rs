@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nemesis::aimed::{Aim, CutRequest, LagTarget, Strike};
+use nemesis::aimed::{Aim, CutRequest, FlapDelay, FlapSlowed, LagTarget, Strike};
 use nemesis::schedule::ScheduleOptions;
 use nemesis::{
     Action, AdminAction, BoxFuture, ClusterControl, ControlError, Grudge, Journal, JournalError,
@@ -813,6 +813,7 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
         moves: 3,
         gap_ms: 10,
         slow: None,
+        catch_up_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -848,17 +849,76 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
     let slow = Aim::Flap {
         moves: 3,
         gap_ms: 10,
-        slow: Some(nemesis::slow::Delay {
-            point: "after_offsets_for_leader_epoch".into(),
-            delay_ms: 800,
-            percent: 100,
+        slow: Some(FlapDelay {
+            delay: nemesis::slow::Delay {
+                point: "after_offsets_for_leader_epoch".into(),
+                delay_ms: 800,
+                percent: 100,
+            },
+            on: FlapSlowed::AnyReplica,
         }),
+        catch_up_ms: None,
     };
     let (value, _) = nemesis.execute_checked(&aim_step(slow, 4)).await.unwrap();
     assert!(value["slow"]["error"].as_str().is_some(), "{value}");
     assert!(nemesis.state().holds(PackageKind::Aimed));
     let (value, _) = nemesis.execute_checked(&stop_step()).await.unwrap();
     assert!(value.get("released").is_some(), "{value}");
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+#[tokio::test]
+async fn a_flap_waiting_for_a_catch_up_flaps_that_partition_and_delays_its_stepping_down_leader() {
+    let control = Scripted::new();
+    {
+        let mut cluster = control.cluster();
+        // t/1 is led by n2 with ISR {n2, n3}; n1, its third replica, is outside the ISR
+        // and at offset 3, below n2's high watermark 5. t/0 is fully in sync.
+        cluster
+            .views
+            .insert("n1".into(), vec![view(0, true, 10), view(1, false, 3)]);
+        cluster
+            .views
+            .insert("n2".into(), vec![view(0, false, 10), view(1, true, 5)]);
+        cluster
+            .views
+            .insert("n3".into(), vec![view(0, false, 10), view(1, false, 5)]);
+        for views in cluster.views.values_mut() {
+            for v in views.iter_mut() {
+                v.log_end_offset = v.high_watermark;
+            }
+        }
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Flap {
+        moves: 3,
+        gap_ms: 10,
+        slow: Some(FlapDelay {
+            delay: nemesis::slow::Delay {
+                point: "after_offsets_for_leader_epoch".into(),
+                delay_ms: 25,
+                percent: 100,
+            },
+            on: FlapSlowed::SteppingDown,
+        }),
+        catch_up_ms: Some(1_000),
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["key"], json!("t/1"), "{value}");
+    assert_eq!(value["catching_up"]["replica"], json!("n1"));
+    assert_eq!(value["between"], json!(["n3", "n2"]));
+    // The delay is tried on the leader that steps down first, n2, alone (this cluster
+    // has no failpoints: the arming fails and says where).
+    let errors = value["slow"]["errors"].as_object().expect("errors").clone();
+    assert_eq!(
+        errors.keys().cloned().collect::<Vec<_>>(),
+        vec!["n2 after_offsets_for_leader_epoch".to_string()],
+        "{value}"
+    );
+    nemesis.execute_checked(&stop_step()).await.unwrap();
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
     control.assert_healed();
 }

@@ -28,6 +28,11 @@ use crate::lifecycle::Broker;
 /// RF-1-then-grow cell grows within its first 5 s).
 const DETECT_MAX_TIME_LIMIT_SECS: f64 = 30.0;
 
+/// The mean time between a detection cell's nemesis steps, in tenths of a second (1 to
+/// 4 s; the matrix draws 2 to 8 s): a detection run is short, and a fault sequence
+/// needs several faults within it.
+pub const DETECT_INTERVAL_TENTHS: (u64, u64) = (10, 40);
+
 /// The seed of `bug`'s `index`-th search: independent of the other bugs' seeds.
 pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
     let mut mix = Rng::new(night_seed ^ u64::from(index).wrapping_mul(0x9e37_79b9));
@@ -46,7 +51,8 @@ pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
 /// the periods calm. A fixed mix per cell left a third of a search's runs without any
 /// package that could bring about a given kind of bug (a controller's soft failure, a
 /// leadership flap); a swarm gives every package periods of its own in every run, and
-/// periods that leave out the faults that would mask another's (Groce et al.).
+/// periods that leave out the faults that would mask another's (Groce et al.). Its
+/// steps come [`DETECT_INTERVAL_TENTHS`] apart on average, denser than a night's.
 pub fn draw_replicated(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
     loop {
         let mut cell = Cell::draw(rng, max_time_limit_secs, max_nodes);
@@ -54,6 +60,8 @@ pub fn draw_replicated(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) 
             cell.nemesis = "all";
             cell.swarm_secs =
                 Some(rng.between(matrix::SWARM_PERIODS_SECS.0, matrix::SWARM_PERIODS_SECS.1));
+            cell.nemesis_interval_secs =
+                rng.between(DETECT_INTERVAL_TENTHS.0, DETECT_INTERVAL_TENTHS.1) as f64 / 10.0;
             return cell;
         }
     }
@@ -230,6 +238,7 @@ mod tests {
                 (matrix::SWARM_PERIODS_SECS.0..=matrix::SWARM_PERIODS_SECS.1).contains(&period)
             );
             grown += usize::from(cell.grow_after_secs.is_some());
+            assert!((1.0..=4.0).contains(&cell.nemesis_interval_secs));
             assert!(
                 (15.0..=30.0).contains(&cell.time_limit_secs),
                 "{}",

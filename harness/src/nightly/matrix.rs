@@ -82,7 +82,8 @@ pub const BATCH_MAX: u32 = 10;
 /// reported and not counted (`harness::waiver`); what it still promises is judged (a
 /// replica never cuts its log below what it knew committed while its leader holds it).
 /// It is the one profile where a follower can be ahead of its leader (KAFKA-2143's
-/// precondition).
+/// precondition). Its cells run with `min_insync_replicas = 1` (Kafka's default then), so
+/// that a leader alone in its ISR keeps taking writes, and never wipe.
 pub const LOSSY_PROFILE_PERCENT: u32 = 25;
 
 /// Shortest client phase a run gets.
@@ -178,6 +179,15 @@ impl Cell {
         let time_limit_secs = MIN_TIME_LIMIT_SECS + rng.below(span + 1) as f64;
         let seed = rng.next_u64() >> 1;
         let lossy = rng.percent(LOSSY_PROFILE_PERCENT);
+        // The lossy profile is the Kafka of before KIP-101 with its defaults then:
+        // unclean elections and `min.insync.replicas = 1`, so a leader whose ISR shrank
+        // to itself goes on acknowledging writes that an unclean election gives up (a
+        // single acknowledged copy: no wipes).
+        let (min_insync_replicas, wipe) = if lossy {
+            (1, false)
+        } else {
+            (min_insync_replicas, wipe)
+        };
         Cell {
             workload,
             nemesis,
@@ -391,6 +401,11 @@ mod tests {
         assert!(cells.iter().any(|c| c.settings.rebalance));
         assert!(cells.iter().any(|c| c.lossy) && cells.iter().any(|c| !c.lossy));
         for cell in cells.iter().filter(|c| c.lossy) {
+            assert_eq!(
+                (cell.min_insync_replicas, cell.wipe),
+                (1, false),
+                "{cell:?}"
+            );
             let waived = crate::waiver::reason(
                 &*crate::system::db(),
                 &cell.broker_config(),
