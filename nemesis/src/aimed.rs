@@ -79,6 +79,8 @@ pub const FLAP_STALE_GAPS: (f64, f64) = (2.2, 2.8);
 /// The chance that a flap first waits for a partition whose replica outside the ISR is
 /// catching up ([`catching_up`]; CoFI: strike while redundancy is being restored).
 pub const FLAP_CATCH_UP_CHANCE: f64 = 0.5;
+/// How long a flap that waits for a catch-up waits at most (then it flaps any partition).
+pub const FLAP_CATCH_UP_MS: (u64, u64) = (1_000, 3_000);
 /// The point of a stale answer: the follower's OffsetsForLeaderEpoch answer, held after it
 /// arrived and before it is applied.
 pub const STALE_ANSWER_POINT: &str = "after_offsets_for_leader_epoch";
@@ -253,7 +255,8 @@ impl Aim {
                         }
                     }
                 });
-                let catch_up_ms = rng.chance(FLAP_CATCH_UP_CHANCE).then_some(watch_ms);
+                let catch_up = rng.between(FLAP_CATCH_UP_MS.0, FLAP_CATCH_UP_MS.1);
+                let catch_up_ms = rng.chance(FLAP_CATCH_UP_CHANCE).then_some(catch_up);
                 Aim::Flap {
                     moves,
                     gap_ms,
@@ -734,7 +737,7 @@ mod tests {
                     assert!((FLAP_GAP_MS.0..=FLAP_GAP_MS.1).contains(gap_ms));
                     if let Some(ms) = catch_up_ms {
                         watching_flaps += 1;
-                        assert!((WATCH_MS.0..=WATCH_MS.1).contains(ms));
+                        assert!((FLAP_CATCH_UP_MS.0..=FLAP_CATCH_UP_MS.1).contains(ms));
                     }
                     match slow {
                         Some(FlapDelay {
