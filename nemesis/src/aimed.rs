@@ -76,11 +76,17 @@ pub const FLAP_STALE_CHANCE: f64 = 2.0 / 3.0;
 /// it asked has lost and regained the partition), less than three (before the replica
 /// leads a second time, when a follower's answer no longer matters).
 pub const FLAP_STALE_GAPS: (f64, f64) = (2.2, 2.8);
-/// The chance that a flap first waits for a partition whose replica outside the ISR is
-/// catching up ([`catching_up`]; CoFI: strike while redundancy is being restored).
-pub const FLAP_CATCH_UP_CHANCE: f64 = 0.5;
-/// How long a flap that waits for a catch-up waits at most (then it flaps any partition).
-pub const FLAP_CATCH_UP_MS: (u64, u64) = (1_000, 3_000);
+/// The chance that a flap first puts a third replica of its partition behind
+/// ([`Aim::Flap`]'s `behind_ms`): leadership then moves while that replica catches up
+/// (CrashTuner and CoFI: strike while redundancy is being restored).
+pub const FLAP_BEHIND_CHANCE: f64 = 0.5;
+/// How long the third replica stays cut off after it left the ISR (it falls further
+/// behind), before the cut is healed and the moves begin.
+pub const FLAP_BEHIND_MS: (u64, u64) = (1_000, 3_000);
+/// How long a flap waits for the cut-off third replica to leave the ISR (the leader drops
+/// it after `replica_lag_time_max_ms`, at most 10 s in the nightly matrix) before it
+/// flaps anyway.
+pub const LEAVE_ISR_WAIT: Duration = Duration::from_secs(12);
 /// The point of a stale answer: the follower's OffsetsForLeaderEpoch answer, held after it
 /// arrived and before it is applied.
 pub const STALE_ANSWER_POINT: &str = "after_offsets_for_leader_epoch";
@@ -162,15 +168,16 @@ pub enum Aim {
     /// apart, between one of its in-sync followers and its leader (away, back, away...);
     /// with `slow`, a delay is armed on one of the partition's replicas first
     /// (released at the undo), so that the round trips a move starts there outlast the
-    /// next move. With `catch_up_ms`, the flap first waits up to that long for a
-    /// partition whose replica outside the ISR is catching up ([`catching_up`]) and
-    /// flaps that one.
+    /// next move. With `behind_ms`, a partition with a third live replica is chosen and
+    /// that replica is first put behind: its replication port cut from every other
+    /// node until the ISR no longer names it (at most [`LEAVE_ISR_WAIT`]) and `behind_ms`
+    /// more; the cut is healed and the moves begin at once, while it catches up.
     Flap {
         moves: u64,
         gap_ms: u64,
         slow: Option<FlapDelay>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        catch_up_ms: Option<u64>,
+        behind_ms: Option<u64>,
     },
 }
 
@@ -216,15 +223,17 @@ impl Aim {
         }
     }
 
-    /// Draws a strike: each of the four aims with chance ¼ (a flap's moves, gaps and
+    /// Draws a strike: a controller cut with chance ⅛ (it holds the package for 20 s or
+    /// more, the others for a few seconds), a strike after a change or on a lag with ¼
+    /// each, a flap with ⅜ (a flap's moves, gaps and
     /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]); after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
     /// with chance ½ (a cut's request a transfer with chance ¾); waits uniform in [`WATCH_MS`], requests after
     /// [`REQUEST_AFTER_MS`].
     pub fn draw(rng: &mut Rng) -> Aim {
         let watch_ms = rng.between(WATCH_MS.0, WATCH_MS.1);
-        match rng.below(4) {
-            3 => {
+        match rng.below(8) {
+            5..=7 => {
                 let moves = rng.between(FLAP_MOVES.0, FLAP_MOVES.1);
                 let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
                 let slow = rng.chance(FLAP_SLOW_CHANCE).then(|| {
@@ -255,13 +264,13 @@ impl Aim {
                         }
                     }
                 });
-                let catch_up = rng.between(FLAP_CATCH_UP_MS.0, FLAP_CATCH_UP_MS.1);
-                let catch_up_ms = rng.chance(FLAP_CATCH_UP_CHANCE).then_some(catch_up);
+                let behind = rng.between(FLAP_BEHIND_MS.0, FLAP_BEHIND_MS.1);
+                let behind_ms = rng.chance(FLAP_BEHIND_CHANCE).then_some(behind);
                 Aim::Flap {
                     moves,
                     gap_ms,
                     slow,
-                    catch_up_ms,
+                    behind_ms,
                 }
             }
             0 => Aim::ControllerCut {
@@ -274,7 +283,7 @@ impl Aim {
                 },
                 request_after_ms: rng.between(REQUEST_AFTER_MS.0, REQUEST_AFTER_MS.1),
             },
-            1 => Aim::AfterChange {
+            1 | 2 => Aim::AfterChange {
                 strike: if rng.chance(0.5) {
                     Strike::Kill
                 } else {
@@ -457,61 +466,6 @@ pub fn lags(roles: &Roles, views: &BTreeMap<String, Vec<ReplicaView>>) -> Vec<La
     found
 }
 
-/// A replica outside its partition's ISR that answers and is behind its leader's high
-/// watermark: being caught up, the partition's redundancy is being restored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CatchUp {
-    pub key: String,
-    pub leader: String,
-    pub replica: String,
-    pub leader_hw: u64,
-    pub replica_leo: u64,
-}
-
-/// Every replica outside its partition's ISR whose node shows a view of it with a log
-/// end below the high watermark of the leader (whose own view says it leads), for the
-/// partitions with at least one in-sync follower besides the leader (what a flap moves
-/// leadership to): in the roles' partition order, then replica order.
-pub fn catching_up(roles: &Roles, views: &BTreeMap<String, Vec<ReplicaView>>) -> Vec<CatchUp> {
-    let view = |node: &str, topic: &str, partition: u32| {
-        views.get(node).and_then(|all| {
-            all.iter()
-                .find(|v| v.topic == topic && v.partition == partition)
-        })
-    };
-    let mut found = Vec::new();
-    for partition in &roles.partitions {
-        let Some(leader) = &partition.leader else {
-            continue;
-        };
-        let Some(lead) = view(leader, &partition.topic, partition.partition) else {
-            continue;
-        };
-        if !lead.leading || !partition.isr.iter().any(|node| node != leader) {
-            continue;
-        }
-        for replica in partition
-            .replicas
-            .iter()
-            .filter(|n| !partition.isr.contains(n))
-        {
-            let Some(behind) = view(replica, &partition.topic, partition.partition) else {
-                continue;
-            };
-            if behind.log_end_offset < lead.high_watermark {
-                found.push(CatchUp {
-                    key: partition.key(),
-                    leader: leader.clone(),
-                    replica: replica.clone(),
-                    leader_hw: lead.high_watermark,
-                    replica_leo: behind.log_end_offset,
-                });
-            }
-        }
-    }
-    found
-}
-
 /// The lag a strike aims at: one of those behind by the most, picked with `rng`.
 pub fn worst_lag<'a>(lags: &'a [Lag], rng: &mut Rng) -> Option<&'a Lag> {
     let most = lags.iter().map(Lag::by).max()?;
@@ -643,61 +597,6 @@ mod tests {
     }
 
     #[test]
-    fn catching_up_replicas_are_outside_the_isr_and_behind_the_leaders_high_watermark() {
-        // a/0: n3 is out of the ISR {n1, n2} and behind n1's HW 10; b/0: n3 is out of
-        // {n2} only (no in-sync follower to flap to); c/0: n2 is out but caught up.
-        let roles = roles(&[
-            ("a", 0, "n1", 1, &["n1", "n2"]),
-            ("b", 0, "n2", 1, &["n2"]),
-            ("c", 0, "n1", 1, &["n1", "n3"]),
-        ]);
-        let mut views = BTreeMap::new();
-        views.insert(
-            "n1".to_string(),
-            vec![
-                view("a", true, 10, 12),
-                view("b", false, 5, 9),
-                view("c", true, 20, 20),
-            ],
-        );
-        views.insert(
-            "n2".to_string(),
-            vec![
-                view("a", false, 10, 12),
-                view("b", true, 9, 9),
-                view("c", false, 20, 20),
-            ],
-        );
-        views.insert(
-            "n3".to_string(),
-            vec![
-                view("a", false, 2, 7),
-                view("b", false, 0, 3),
-                view("c", false, 20, 20),
-            ],
-        );
-        let found = catching_up(&roles, &views);
-        assert_eq!(
-            found,
-            vec![CatchUp {
-                key: "a/0".into(),
-                leader: "n1".into(),
-                replica: "n3".into(),
-                leader_hw: 10,
-                replica_leo: 7,
-            }]
-        );
-        // A replica that shows no view, or a leader that does not think it leads, is
-        // not judged.
-        let mut silent = views.clone();
-        silent.remove("n3");
-        assert!(catching_up(&roles, &silent).is_empty());
-        let mut deposed = views.clone();
-        deposed.insert("n1".into(), vec![view("a", false, 10, 12)]);
-        assert!(catching_up(&roles, &deposed).is_empty());
-    }
-
-    #[test]
     fn draws_cover_every_aim_and_stay_in_range() {
         let mut kinds = std::collections::BTreeSet::new();
         let mut calm = 0;
@@ -731,13 +630,13 @@ mod tests {
                     moves,
                     gap_ms,
                     slow,
-                    catch_up_ms,
+                    behind_ms,
                 } => {
                     assert!((FLAP_MOVES.0..=FLAP_MOVES.1).contains(moves));
                     assert!((FLAP_GAP_MS.0..=FLAP_GAP_MS.1).contains(gap_ms));
-                    if let Some(ms) = catch_up_ms {
+                    if let Some(ms) = behind_ms {
                         watching_flaps += 1;
-                        assert!((FLAP_CATCH_UP_MS.0..=FLAP_CATCH_UP_MS.1).contains(ms));
+                        assert!((FLAP_BEHIND_MS.0..=FLAP_BEHIND_MS.1).contains(ms));
                     }
                     match slow {
                         Some(FlapDelay {
@@ -779,15 +678,15 @@ mod tests {
         }
         // controller (no strike) + 2 after a change + 4 on a lag + a flap (no strike).
         assert_eq!(kinds.len(), 8, "{kinds:?}");
-        // A quarter of the draws are flaps (750): a quarter of them plain, half stale
-        // answers, a quarter slow elsewhere; half of them wait for a catch-up.
+        // Three draws in eight are flaps (1,125): a quarter of them plain, half stale
+        // answers, a quarter slow elsewhere; half of them put a third replica behind first.
         assert!(
-            (130..250).contains(&plain_flaps)
-                && (300..450).contains(&stale_flaps)
-                && (130..250).contains(&slow_flaps),
+            (220..340).contains(&plain_flaps)
+                && (480..650).contains(&stale_flaps)
+                && (220..340).contains(&slow_flaps),
             "{plain_flaps} {stale_flaps} {slow_flaps}"
         );
-        assert!((300..450).contains(&watching_flaps), "{watching_flaps}");
+        assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
         let share = f64::from(calm) / draws as f64;
         assert!((0.30..0.37).contains(&share), "calm before {share}");
     }

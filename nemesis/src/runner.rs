@@ -1557,9 +1557,9 @@ impl Worker {
                 moves,
                 gap_ms,
                 ref slow,
-                catch_up_ms,
+                behind_ms,
             } => {
-                self.flap(moves, gap_ms, slow.as_ref(), catch_up_ms, rng, value)
+                self.flap(moves, gap_ms, slow.as_ref(), behind_ms, rng, value)
                     .await
             }
         }
@@ -1576,19 +1576,16 @@ impl Worker {
         moves: u64,
         gap_ms: u64,
         slow: Option<&aimed::FlapDelay>,
-        catch_up_ms: Option<u64>,
+        behind_ms: Option<u64>,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        let (roles, catching) = match catch_up_ms {
-            Some(watch_ms) => {
-                let (roles, catching) = self.watch_catch_up(watch_ms, rng, value).await;
-                (roles.unwrap_or(self.roles().await), catching)
-            }
-            None => (self.roles().await, None),
-        };
+        let roles = self.roles().await;
         value.insert("trigger".into(), json!("flap"));
-        let candidates: Vec<(&crate::roles::PartitionRoles, Vec<String>)> = {
+        // Each candidate: a partition, its live in-sync followers, and its other live
+        // replicas (what `behind_ms` puts behind).
+        type Candidate<'r> = (&'r crate::roles::PartitionRoles, Vec<String>, Vec<String>);
+        let candidates: Vec<Candidate> = {
             let state = self.state();
             let down =
                 |node: &String| state.killed.contains_key(node) || state.paused.contains(node);
@@ -1603,18 +1600,27 @@ impl Worker {
                         .filter(|node| *node != leader && !down(node))
                         .cloned()
                         .collect();
-                    (!followers.is_empty()).then_some((p, followers))
+                    let others: Vec<String> = p
+                        .replicas
+                        .iter()
+                        .filter(|node| *node != leader && !down(node))
+                        .cloned()
+                        .collect();
+                    (!followers.is_empty()).then_some((p, followers, others))
                 })
-                .filter(|(p, _)| catching.as_ref().is_none_or(|c| c.key == p.key()))
                 .collect()
         };
-        if let Some(catching) = &catching {
-            value.insert(
-                "catching_up".into(),
-                serde_json::to_value(catching).unwrap_or(Value::Null),
-            );
-        }
-        let Some((partition, followers)) = rng.pick(&candidates) else {
+        // Putting a replica behind needs a partition with three live replicas.
+        let candidates: Vec<Candidate> =
+            if behind_ms.is_some() && candidates.iter().any(|(_, _, others)| others.len() >= 2) {
+                candidates
+                    .into_iter()
+                    .filter(|(_, _, others)| others.len() >= 2)
+                    .collect()
+            } else {
+                candidates
+            };
+        let Some((partition, followers, others)) = rng.pick(&candidates) else {
             return Some("no-target: no partition with a live leader and in-sync follower".into());
         };
         let Some(follower) = rng.pick(followers).cloned() else {
@@ -1622,6 +1628,17 @@ impl Worker {
         };
         let leader = partition.leader.clone().unwrap_or_default();
         let key = partition.key();
+        let third: Vec<String> = others.iter().filter(|n| **n != follower).cloned().collect();
+        let behind = match (behind_ms, rng.pick(&third)) {
+            (Some(ms), Some(replica)) => Some((replica.clone(), ms)),
+            _ => None,
+        };
+        if let Some((replica, ms)) = &behind {
+            if let Some(error) = self.cut_behind(partition, replica, rng, value).await {
+                return Some(error);
+            }
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+        }
         value.insert("key".into(), json!(key));
         value.insert("node".into(), json!(leader));
         value.insert("between".into(), json!([follower, leader]));
@@ -1669,6 +1686,14 @@ impl Worker {
                 slowed.insert("error".into(), json!(error));
             }
             value.insert("slow".into(), Value::Object(slowed));
+        }
+        if behind.is_some() {
+            // The moves begin as the replica starts to catch up.
+            let mut healed = Map::new();
+            if let Some(error) = self.stop_cuts(PackageKind::Aimed, &mut healed).await {
+                healed.insert("error".into(), json!(error));
+            }
+            value.insert("behind_healed".into(), Value::Object(healed));
         }
         let mut done = Vec::new();
         for index in 0..moves {
@@ -1978,40 +2003,55 @@ impl Worker {
         Some((roles, views))
     }
 
-    /// A flap's wait for its moment: the views polled for up to `watch_ms` until a
-    /// replica outside a partition's ISR is catching up ([`aimed::catching_up`]; one
-    /// picked with `rng`); the last roles read, and the one found. What the wait came to
-    /// is in `value` (`waited_ms`, `polls`).
-    async fn watch_catch_up(
+    /// A flap's setup: `replica`'s replication port cut from every other node (an
+    /// `aimed` cut, healed by the flap or its undo), then the roles polled until
+    /// `partition`'s ISR no longer names it, at most [`aimed::LEAVE_ISR_WAIT`]. What it
+    /// came to is in `value`'s `behind`.
+    async fn cut_behind(
         &self,
-        watch_ms: u64,
+        partition: &crate::roles::PartitionRoles,
+        replica: &str,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
-    ) -> (Option<Roles>, Option<aimed::CatchUp>) {
-        let watch = Duration::from_millis(watch_ms);
+    ) -> Option<String> {
+        let mut behind = Map::new();
+        behind.insert("replica".into(), json!(replica));
+        let shape = Shape::Isolate(TargetSpec::Nodes(vec![replica.to_string()]));
+        let cut = self
+            .partition(
+                PackageKind::Aimed,
+                &shape,
+                Ports::Replication,
+                false,
+                rng,
+                &mut behind,
+            )
+            .await;
+        if let Some(error) = cut {
+            value.insert("behind".into(), Value::Object(behind));
+            return Some(error);
+        }
         let began = Instant::now();
-        let mut polls = 0u64;
-        let mut last = None;
-        let found = loop {
-            if let Some((roles, views)) = self.roles_and_views(watch, began).await {
-                polls += 1;
-                let found = aimed::catching_up(&roles, &views);
-                last = Some(roles);
-                if let Some(found) = rng.pick(&found) {
-                    break Some(found.clone());
+        let mut left = false;
+        while began.elapsed() < aimed::LEAVE_ISR_WAIT {
+            tokio::time::sleep(aimed::POLL).await;
+            if let Some(roles) = self.control.roles().await {
+                let isr = roles
+                    .partition(&partition.topic, partition.partition)
+                    .map(|p| p.isr.clone());
+                if isr.is_some_and(|isr| !isr.iter().any(|n| n == replica)) {
+                    left = true;
+                    break;
                 }
             }
-            if began.elapsed() >= watch {
-                break None;
-            }
-            tokio::time::sleep(aimed::POLL).await;
-        };
-        value.insert(
+        }
+        behind.insert("left_isr".into(), json!(left));
+        behind.insert(
             "waited_ms".into(),
             json!(began.elapsed().as_millis() as u64),
         );
-        value.insert("polls".into(), json!(polls));
-        (last, found)
+        value.insert("behind".into(), Value::Object(behind));
+        None
     }
 
     /// Kills, pauses or isolates `node` as an `aimed` strike: entered in

@@ -700,7 +700,8 @@ mod tests {
         assert!(cut_holds
             .iter()
             .all(|d| (Duration::from_secs(1)..=Duration::from_secs(6)).contains(d)));
-        assert!(cut_holds.len() > 250, "{}", cut_holds.len());
+        // One strike in eight is a controller cut.
+        assert!((90..170).contains(&cut_holds.len()), "{}", cut_holds.len());
     }
 
     proptest! {

@@ -813,7 +813,7 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
         moves: 3,
         gap_ms: 10,
         slow: None,
-        catch_up_ms: None,
+        behind_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -857,7 +857,7 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
             },
             on: FlapSlowed::AnyReplica,
         }),
-        catch_up_ms: None,
+        behind_ms: None,
     };
     let (value, _) = nemesis.execute_checked(&aim_step(slow, 4)).await.unwrap();
     assert!(value["slow"]["error"].as_str().is_some(), "{value}");
@@ -869,27 +869,16 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
 }
 
 #[tokio::test]
-async fn a_flap_waiting_for_a_catch_up_flaps_that_partition_and_delays_its_stepping_down_leader() {
+async fn a_flap_that_puts_a_replica_behind_cuts_it_until_it_leaves_the_isr_and_heals_before_the_moves(
+) {
     let control = Scripted::new();
-    {
-        let mut cluster = control.cluster();
-        // t/1 is led by n2 with ISR {n2, n3}; n1, its third replica, is outside the ISR
-        // and at offset 3, below n2's high watermark 5. t/0 is fully in sync.
-        cluster
-            .views
-            .insert("n1".into(), vec![view(0, true, 10), view(1, false, 3)]);
-        cluster
-            .views
-            .insert("n2".into(), vec![view(0, false, 10), view(1, true, 5)]);
-        cluster
-            .views
-            .insert("n3".into(), vec![view(0, false, 10), view(1, false, 5)]);
-        for views in cluster.views.values_mut() {
-            for v in views.iter_mut() {
-                v.log_end_offset = v.high_watermark;
-            }
-        }
-    }
+    // t/1 has two replicas only, so the flap takes t/0 (n1 leads, ISR n1 n2 n3); once
+    // cut, the leader's ISR is n1 alone in the roles read next.
+    let mut first = base_roles();
+    first.partitions[1].replicas = s(&["n2", "n3"]);
+    let mut shrunk = first.clone();
+    shrunk.partitions[0].isr = s(&["n1"]);
+    control.script_roles(vec![first.clone(), first, shrunk]);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let aim = Aim::Flap {
@@ -903,19 +892,35 @@ async fn a_flap_waiting_for_a_catch_up_flaps_that_partition_and_delays_its_stepp
             },
             on: FlapSlowed::SteppingDown,
         }),
-        catch_up_ms: Some(1_000),
+        behind_ms: Some(20),
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
     assert_eq!(error, None, "{value}");
-    assert_eq!(value["key"], json!("t/1"), "{value}");
-    assert_eq!(value["catching_up"]["replica"], json!("n1"));
-    assert_eq!(value["between"], json!(["n3", "n2"]));
-    // The delay is tried on the leader that steps down first, n2, alone (this cluster
+    assert_eq!(value["key"], json!("t/0"), "{value}");
+    let follower = value["between"][0]
+        .as_str()
+        .expect("a follower")
+        .to_string();
+    let behind = value["behind"]["replica"]
+        .as_str()
+        .expect("behind")
+        .to_string();
+    assert!(
+        ["n2", "n3"].contains(&behind.as_str()) && behind != follower,
+        "{value}"
+    );
+    assert_eq!(value["behind"]["left_isr"], json!(true), "{value}");
+    assert_eq!(value["behind"]["ports"], json!("replication"));
+    assert_eq!(value["behind_healed"]["healed"], json!(1), "{value}");
+    // The cut is gone before the moves; only the delay waits for the undo.
+    assert!(control.cluster().cuts.is_empty());
+    assert_eq!(control.cluster().admin.len(), 3);
+    // The delay is tried on the leader that steps down first, n1, alone (this cluster
     // has no failpoints: the arming fails and says where).
     let errors = value["slow"]["errors"].as_object().expect("errors").clone();
     assert_eq!(
         errors.keys().cloned().collect::<Vec<_>>(),
-        vec!["n2 after_offsets_for_leader_epoch".to_string()],
+        vec!["n1 after_offsets_for_leader_epoch".to_string()],
         "{value}"
     );
     nemesis.execute_checked(&stop_step()).await.unwrap();
