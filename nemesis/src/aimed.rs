@@ -236,8 +236,13 @@ impl Aim {
             5..=7 => {
                 let moves = rng.between(FLAP_MOVES.0, FLAP_MOVES.1);
                 let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
-                let slow = rng.chance(FLAP_SLOW_CHANCE).then(|| {
-                    if rng.chance(FLAP_STALE_CHANCE) {
+                let behind = rng.between(FLAP_BEHIND_MS.0, FLAP_BEHIND_MS.1);
+                let behind_ms = rng.chance(FLAP_BEHIND_CHANCE).then_some(behind);
+                // A replica put behind catches up while the leader that stepped down is
+                // held in its truncation (the new leader's HW waits for it): always a
+                // stale answer then.
+                let slow = (behind_ms.is_some() || rng.chance(FLAP_SLOW_CHANCE)).then(|| {
+                    if behind_ms.is_some() || rng.chance(FLAP_STALE_CHANCE) {
                         let gaps = FLAP_STALE_GAPS.0
                             + (FLAP_STALE_GAPS.1 - FLAP_STALE_GAPS.0) * rng.unit();
                         FlapDelay {
@@ -264,8 +269,6 @@ impl Aim {
                         }
                     }
                 });
-                let behind = rng.between(FLAP_BEHIND_MS.0, FLAP_BEHIND_MS.1);
-                let behind_ms = rng.chance(FLAP_BEHIND_CHANCE).then_some(behind);
                 Aim::Flap {
                     moves,
                     gap_ms,
@@ -637,6 +640,16 @@ mod tests {
                     if let Some(ms) = behind_ms {
                         watching_flaps += 1;
                         assert!((FLAP_BEHIND_MS.0..=FLAP_BEHIND_MS.1).contains(ms));
+                        assert!(
+                            matches!(
+                                slow,
+                                Some(FlapDelay {
+                                    on: FlapSlowed::SteppingDown,
+                                    ..
+                                })
+                            ),
+                            "{aim:?}"
+                        );
                     }
                     match slow {
                         Some(FlapDelay {
@@ -678,12 +691,13 @@ mod tests {
         }
         // controller (no strike) + 2 after a change + 4 on a lag + a flap (no strike).
         assert_eq!(kinds.len(), 8, "{kinds:?}");
-        // Three draws in eight are flaps (1,125): a quarter of them plain, half stale
-        // answers, a quarter slow elsewhere; half of them put a third replica behind first.
+        // Three draws in eight are flaps (1,125); half of them put a third replica
+        // behind first, always with a stale answer; of the others, a quarter are plain,
+        // half stale answers, a quarter slow elsewhere.
         assert!(
-            (220..340).contains(&plain_flaps)
-                && (480..650).contains(&stale_flaps)
-                && (220..340).contains(&slow_flaps),
+            (100..190).contains(&plain_flaps)
+                && (760..930).contains(&stale_flaps)
+                && (100..190).contains(&slow_flaps),
             "{plain_flaps} {stale_flaps} {slow_flaps}"
         );
         assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
