@@ -1594,18 +1594,15 @@ impl Worker {
                 .iter()
                 .filter_map(|p| {
                     let leader = p.leader.as_ref().filter(|l| !down(l))?;
-                    let followers: Vec<String> = p
-                        .isr
-                        .iter()
-                        .filter(|node| *node != leader && !down(node))
-                        .cloned()
-                        .collect();
-                    let others: Vec<String> = p
-                        .replicas
-                        .iter()
-                        .filter(|node| *node != leader && !down(node))
-                        .cloned()
-                        .collect();
+                    let live_besides_leader = |nodes: &[String]| -> Vec<String> {
+                        nodes
+                            .iter()
+                            .filter(|node| *node != leader && !down(node))
+                            .cloned()
+                            .collect()
+                    };
+                    let followers = live_besides_leader(&p.isr);
+                    let others = live_besides_leader(&p.replicas);
                     (!followers.is_empty()).then_some((p, followers, others))
                 })
                 .collect()
@@ -1814,17 +1811,11 @@ impl Worker {
         // controller up: hold it until another node is controller (its session expired
         // and a successor was elected), at most FAILOVER_WAIT; the undo's hold follows.
         let began = Instant::now();
-        let mut successor = None;
-        while began.elapsed() < aimed::FAILOVER_WAIT {
-            if let Ok(Some(now)) = tokio::time::timeout(aimed::POLL * 4, self.control.roles()).await
-            {
-                if let Some(other) = now.controller.filter(|c| *c != controller) {
-                    successor = Some(other);
-                    break;
-                }
-            }
-            tokio::time::sleep(aimed::POLL).await;
-        }
+        let successor = self
+            .poll_roles(aimed::FAILOVER_WAIT, |now| {
+                now.controller.clone().filter(|c| *c != controller)
+            })
+            .await;
         value.insert("successor".into(), json!(successor));
         value.insert(
             "failover_wait_ms".into(),
@@ -2003,6 +1994,27 @@ impl Worker {
         Some((roles, views))
     }
 
+    /// The roles read every [`aimed::POLL`] (each read given four polls to answer) until
+    /// `found` picks something out of them, for at most `limit`: what it picked.
+    async fn poll_roles<T>(
+        &self,
+        limit: Duration,
+        mut found: impl FnMut(&Roles) -> Option<T>,
+    ) -> Option<T> {
+        let began = Instant::now();
+        while began.elapsed() < limit {
+            if let Ok(Some(roles)) =
+                tokio::time::timeout(aimed::POLL * 4, self.control.roles()).await
+            {
+                if let Some(picked) = found(&roles) {
+                    return Some(picked);
+                }
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        None
+    }
+
     /// A flap's setup: `replica`'s replication port cut from every other node (an
     /// `aimed` cut, healed by the flap or its undo), then the roles polled until
     /// `partition`'s ISR no longer names it, at most [`aimed::LEAVE_ISR_WAIT`]. What it
@@ -2032,19 +2044,15 @@ impl Worker {
             return Some(error);
         }
         let began = Instant::now();
-        let mut left = false;
-        while began.elapsed() < aimed::LEAVE_ISR_WAIT {
-            tokio::time::sleep(aimed::POLL).await;
-            if let Some(roles) = self.control.roles().await {
-                let isr = roles
+        let left = self
+            .poll_roles(aimed::LEAVE_ISR_WAIT, |roles| {
+                roles
                     .partition(&partition.topic, partition.partition)
-                    .map(|p| p.isr.clone());
-                if isr.is_some_and(|isr| !isr.iter().any(|n| n == replica)) {
-                    left = true;
-                    break;
-                }
-            }
-        }
+                    .filter(|p| !p.isr.iter().any(|n| n == replica))
+                    .map(|_| ())
+            })
+            .await
+            .is_some();
         behind.insert("left_isr".into(), json!(left));
         behind.insert(
             "waited_ms".into(),
