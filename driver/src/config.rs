@@ -53,17 +53,26 @@ pub fn durability_waiver(settings: &[String]) -> Option<String> {
              drop committed records",
         );
     }
-    if table
-        .get("unclean_leader_election")
-        .and_then(toml::Value::as_bool)
-        == Some(true)
-    {
+    if unclean_election_in(&table) {
         reasons.push(
             "unclean_leader_election = true: a replica outside the ISR may be elected, and \
              what only the ISR held is gone",
         );
     }
     (!reasons.is_empty()).then(|| reasons.join("; "))
+}
+
+/// Whether a broker under `settings` may elect a replica outside the ISR
+/// (`unclean_leader_election = true`; off by default).
+pub fn unclean_leader_election(settings: &[String]) -> bool {
+    unclean_election_in(&table_of(settings))
+}
+
+fn unclean_election_in(table: &toml::Table) -> bool {
+    table
+        .get("unclean_leader_election")
+        .and_then(toml::Value::as_bool)
+        == Some(true)
 }
 
 /// `settings` as one node.toml table (later ones winning).

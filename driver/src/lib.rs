@@ -116,6 +116,10 @@ impl Db for BrokerDb {
         config::durability_waiver(settings)
     }
 
+    fn elects_out_of_sync(&self, settings: &[String]) -> bool {
+        config::unclean_leader_election(settings)
+    }
+
     fn failures_tolerated(&self, settings: &[String], replication_factor: u32) -> u32 {
         replication_factor.saturating_sub(config::min_insync_replicas(settings))
     }

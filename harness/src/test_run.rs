@@ -189,7 +189,13 @@ impl Phases for WorkloadTest {
     }
 }
 
-fn nemesis_options(plan: &WorkloadPlan, seed: u64) -> NemesisOptions {
+fn nemesis_options(plan: &WorkloadPlan, seed: u64, cluster: &Cluster) -> NemesisOptions {
+    let spec = &cluster.spec;
+    let unclean_elections = cluster.db.elects_out_of_sync(&spec.settings)
+        || spec.node_settings.values().any(|own| {
+            let settings: Vec<String> = spec.settings.iter().chain(own).cloned().collect();
+            cluster.db.elects_out_of_sync(&settings)
+        });
     NemesisOptions {
         packages: plan.nemesis.packages.clone(),
         schedule: ScheduleOptions {
@@ -197,6 +203,7 @@ fn nemesis_options(plan: &WorkloadPlan, seed: u64) -> NemesisOptions {
             interval: plan.nemesis.interval,
             targets: plan.nemesis.targets.clone(),
             wipe: plan.nemesis.wipe,
+            unclean_elections,
         },
         swarm: plan.nemesis.swarm,
     }
@@ -384,7 +391,7 @@ fn arm_nemesis(
     let control = Arc::new(ClusterFaults::new(Arc::clone(cluster)));
     let journal = Arc::new(HistoryJournal::new(recorder.clone()));
     let nemesis = Nemesis::new(
-        nemesis_options(plan, seed),
+        nemesis_options(plan, seed, cluster),
         control.clone(),
         journal.clone(),
     );

@@ -309,6 +309,7 @@ impl Rig {
                 interval: Duration::from_secs(10),
                 targets: TargetSpec::defaults(),
                 wipe: false,
+                unclean_elections: false,
             },
             swarm: None,
         };

@@ -17,6 +17,13 @@
 //!   behind its leader's ([`lags`]); then the leader or that follower is killed or
 //!   paused.
 //!
+//! - [`Aim::Strand`] (drawn only where the system may elect a replica outside its
+//!   ISR): a leader is left alone (its followers' fetches cut until its ISR is itself),
+//!   writes alone, is paused until another replica is elected without those writes, and
+//!   comes back as a follower ahead of its new leader: its first fetch is out of range,
+//!   and the round trip that resolves that is held until the new leader's log has grown
+//!   past the follower's (KAFKA-2143's race, held open as the JIRA's scenario holds it).
+//!
 //! Strikes come in bursts: the package's steps alternate strike and undo (restart,
 //! resume, uncut) like every package's, with the holds and gaps of [`strike_gap`] and
 //! [`hold`]: several strikes a few seconds apart, then about ten calm seconds. What
@@ -53,12 +60,12 @@ pub const REQUEST_AFTER_MS: (u64, u64) = (0, 8_000);
 /// the cut does not hold the package for the driver's whole retry budget.
 pub const REQUEST_WAIT: Duration = Duration::from_secs(4);
 
-/// How long a controller cut waits, after its admin request, for another node to be
-/// controller (the cut one's metadata session expired and a successor was elected)
-/// before its undo's hold begins: longer than the longest session timeout a test uses
-/// (15 s in the nightly matrix), so that a cut is a soft failure of the controller, not
-/// a blip it rides out.
-pub const FAILOVER_WAIT: Duration = Duration::from_secs(20);
+/// How long a strike waits for a node it cut off or paused to be replaced (its metadata
+/// session expired and a successor was elected): a controller cut after its admin
+/// request, a strand after its pause. Longer than the longest session timeout a test
+/// uses (15 s in the nightly matrix) and the time the quorum takes to notice the expiry
+/// (seen to be 5 s more), so that the fault is a soft failure, not a blip ridden out.
+pub const FAILOVER_WAIT: Duration = Duration::from_secs(30);
 
 /// A flap's number of leadership moves (at least three: away, back, away again).
 pub const FLAP_MOVES: (u64, u64) = (3, 5);
@@ -102,6 +109,25 @@ pub const FLAP_POINTS: &[&str] = &[
     // Pre-KIP-101 truncation resolves an out-of-range fetch by ListOffsets instead.
     "before_list_offsets",
 ];
+
+/// The chance that a strike is a [`Aim::Strand`] where unclean elections are allowed:
+/// most of them, as such a cluster gives up acknowledged writes by design (the strikes
+/// that end in lost writes find nothing the checkers count there), and what it still
+/// promises — a replica never cuts what it knew committed — is what a strand tests.
+pub const STRAND_CHANCE: f64 = 0.75;
+/// How long a stranded leader writes alone after its ISR shrank to itself.
+pub const STRAND_ALONE_MS: (u64, u64) = (1_000, 3_000);
+/// The point held (`pause`) on the stranded leader: the round trip a follower makes
+/// after its fetch was out of range (before KIP-101 it asks the leader for its log's
+/// bounds), the window between seeing the leader shorter and learning how long it is.
+pub const OUT_OF_RANGE_POINT: &str = "before_list_offsets";
+/// How long a strand waits for the other packages' faults to be undone before it
+/// begins (it starts then whatever is still in place).
+pub const QUIET_WAIT: Duration = Duration::from_secs(10);
+/// How long a strand holds the returning replica's out-of-range round trip while its new
+/// leader's log grows past the replica's (the replica wrote alone for the ISR's lag time
+/// and more, and its successor must take as many writes).
+pub const CATCH_UP_WAIT: Duration = Duration::from_secs(20);
 
 /// What a strike does to the node it aimed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -179,6 +205,13 @@ pub enum Aim {
         #[serde(skip_serializing_if = "Option::is_none")]
         behind_ms: Option<u64>,
     },
+    /// A leader left ahead of the replica elected after it (module docs): cut from its
+    /// followers' fetches until its ISR is itself (at most [`LEAVE_ISR_WAIT`]; healed at
+    /// once, and nothing more done, when it is not by then), `alone_ms` of writes alone,
+    /// [`OUT_OF_RANGE_POINT`] held on it, paused until another replica leads (at most
+    /// [`FAILOVER_WAIT`]), uncut and resumed; the point is released once its
+    /// successor's log reaches the end it kept (at most [`CATCH_UP_WAIT`]).
+    Strand { alone_ms: u64 },
 }
 
 /// A slow flap's delay and the replica it is armed on.
@@ -220,6 +253,7 @@ impl Aim {
                 ..
             } => "lagging-follower",
             Aim::Flap { .. } => "leadership-flap",
+            Aim::Strand { .. } => "stranded-leader",
         }
     }
 
@@ -230,7 +264,16 @@ impl Aim {
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
     /// with chance ½ (a cut's request a transfer with chance ¾); waits uniform in [`WATCH_MS`], requests after
     /// [`REQUEST_AFTER_MS`].
-    pub fn draw(rng: &mut Rng) -> Aim {
+    ///
+    /// With `unclean_elections` (the system may elect a replica outside the ISR), a
+    /// strand with chance [`STRAND_CHANCE`] first (alone for [`STRAND_ALONE_MS`]), else
+    /// as without.
+    pub fn draw(rng: &mut Rng, unclean_elections: bool) -> Aim {
+        if unclean_elections && rng.chance(STRAND_CHANCE) {
+            return Aim::Strand {
+                alone_ms: rng.between(STRAND_ALONE_MS.0, STRAND_ALONE_MS.1),
+            };
+        }
         let watch_ms = rng.between(WATCH_MS.0, WATCH_MS.1);
         match rng.below(8) {
             5..=7 => {
@@ -608,8 +651,8 @@ mod tests {
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
-            let aim = Aim::draw(&mut rng);
-            assert_eq!(aim, Aim::draw(&mut Rng::derive(11, "aimed", index)));
+            let aim = Aim::draw(&mut rng, false);
+            assert_eq!(aim, Aim::draw(&mut Rng::derive(11, "aimed", index), false));
             kinds.insert(format!(
                 "{} {}",
                 aim.target_name(),
@@ -675,6 +718,7 @@ mod tests {
                         None => plain_flaps += 1,
                     }
                 }
+                Aim::Strand { .. } => panic!("a strand without unclean elections: {aim:?}"),
             }
             let gap = strike_gap(&mut rng);
             if gap >= Duration::from_millis(CALM_MS.0) {
@@ -703,5 +747,24 @@ mod tests {
         assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
         let share = f64::from(calm) / draws as f64;
         assert!((0.30..0.37).contains(&share), "calm before {share}");
+    }
+
+    #[test]
+    fn with_unclean_elections_three_strikes_in_four_strand_a_leader_and_the_rest_draw_as_without() {
+        let draws = 3_000;
+        let mut strands = 0;
+        for index in 0..draws {
+            let aim = Aim::draw(&mut Rng::derive(12, "aimed", index), true);
+            match &aim {
+                Aim::Strand { alone_ms } => {
+                    strands += 1;
+                    assert!((STRAND_ALONE_MS.0..=STRAND_ALONE_MS.1).contains(alone_ms));
+                    let json = serde_json::to_value(&aim).expect("json");
+                    assert_eq!(json["aim"], "strand");
+                }
+                other => assert_ne!(other.target_name(), "stranded-leader"),
+            }
+        }
+        assert!((2_150..2_350).contains(&strands), "{strands}");
     }
 }

@@ -42,6 +42,7 @@
 //! ([`Action::targets`]); the operations of [`Nemesis::heal_all`] have `final: true`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -91,6 +92,10 @@ pub struct FaultState {
     pub aimed_paused: BTreeSet<String>,
     /// Those of [`FaultState::slowed`] that an `aimed` flap armed.
     pub aimed_slowed: BTreeSet<(String, String)>,
+    /// A package whose strike under way needs the cluster to itself (a strand: a
+    /// sequence of faults that another package's fault landing mid-way undoes): the
+    /// other packages' start steps are skipped meanwhile, their stops still run.
+    pub exclusive: Option<PackageKind>,
 }
 
 impl FaultState {
@@ -104,6 +109,18 @@ impl FaultState {
             && self.aimed_killed.is_empty()
             && self.aimed_paused.is_empty()
             && self.aimed_slowed.is_empty()
+    }
+
+    /// Whether a package other than `package` has a fault in place.
+    pub fn others_hold(&self, package: PackageKind) -> bool {
+        PackageKind::ALL
+            .iter()
+            .any(|other| *other != package && self.holds(*other))
+    }
+
+    /// Whether `package`'s start steps are held off by another's exclusive strike.
+    pub fn held_off(&self, package: PackageKind) -> bool {
+        self.exclusive.is_some_and(|owner| owner != package)
     }
 
     /// Whether `package` has a fault in place that its stop step would undo: a kill or
@@ -254,6 +271,7 @@ impl Nemesis {
                 journal,
                 state: Arc::new(Mutex::new(FaultState::default())),
                 deregistration: DeregistrationWait::default(),
+                stopping: Arc::new(AtomicBool::new(false)),
             },
         }
     }
@@ -299,6 +317,17 @@ impl Nemesis {
         let packages: BTreeSet<PackageKind> = self.options.packages.iter().copied().collect();
         let mut tasks = JoinSet::new();
         let mut summary = NemesisSummary::default();
+        self.worker.stopping.store(false, Ordering::SeqCst);
+        let stop_seen = {
+            let (mut stop, mut abort) = (stop.clone(), abort_rx.clone());
+            let stopping = Arc::clone(&self.worker.stopping);
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = raised(&mut stop) => stopping.store(true, Ordering::SeqCst),
+                    () = raised(&mut abort) => {}
+                }
+            })
+        };
         let swarm = match self.options.swarm {
             Some(period) => {
                 let swarm = Arc::new(Swarm::new(self.options.schedule.seed, period, &packages));
@@ -343,6 +372,7 @@ impl Nemesis {
                 },
             }
         }
+        stop_seen.abort();
         match failure {
             Some(error) => Err(error),
             None => Ok(summary),
@@ -469,6 +499,39 @@ struct Worker {
     journal: Arc<dyn Journal>,
     state: Arc<Mutex<FaultState>>,
     deregistration: DeregistrationWait,
+    /// Set once [`Nemesis::run`] was asked to stop (the client phase is over): a strike
+    /// whose moment needs the clients' writes cuts its waits short.
+    stopping: Arc<AtomicBool>,
+}
+
+/// [`FaultState::exclusive`] held by a package for as long as this lives (released
+/// however the strike ends).
+struct Exclusive {
+    state: Arc<Mutex<FaultState>>,
+}
+
+impl Exclusive {
+    fn take(state: &Arc<Mutex<FaultState>>, package: PackageKind) -> Exclusive {
+        lock_state(state).exclusive = Some(package);
+        Exclusive {
+            state: Arc::clone(state),
+        }
+    }
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        lock_state(&self.state).exclusive = None;
+    }
+}
+
+fn lock_state(state: &Mutex<FaultState>) -> MutexGuard<'_, FaultState> {
+    // A panic while holding the lock cannot leave the state half-written in a way that
+    // matters more than losing track of it: keep going with what is there.
+    match state.lock() {
+        Ok(state) => state,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 /// The `f` of a swarm period's operation.
@@ -627,12 +690,7 @@ pub fn one_way(grudge: &Grudge) -> Grudge {
 
 impl Worker {
     fn state(&self) -> MutexGuard<'_, FaultState> {
-        // A panic while holding the lock cannot leave the state half-written in a way
-        // that matters more than losing track of it: keep going with what is there.
-        match self.state.lock() {
-            Ok(state) => state,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        lock_state(&self.state)
     }
 
     /// The roles now, or only the nodes when no node answers.
@@ -660,6 +718,9 @@ impl Worker {
                 () = raised(&mut stop) => break,
                 () = raised(&mut abort) => break,
                 () = tokio::time::sleep(step.delay) => {}
+            }
+            if !step.action.is_stop() && self.state().held_off(package) {
+                continue;
             }
             let done = match &swarm {
                 None => Some(self.execute(&step).await?),
@@ -1562,6 +1623,7 @@ impl Worker {
                 self.flap(moves, gap_ms, slow.as_ref(), behind_ms, rng, value)
                     .await
             }
+            Aim::Strand { alone_ms } => self.strand(alone_ms, rng, value).await,
         }
     }
 
@@ -1661,27 +1723,7 @@ impl Worker {
                     rng.pick(&alive).cloned().into_iter().collect()
                 }
             };
-            let mut slowed = Map::new();
-            let error = self
-                .slow(
-                    &TargetSpec::Nodes(live.clone()),
-                    std::slice::from_ref(delay),
-                    rng,
-                    &mut slowed,
-                )
-                .await;
-            {
-                let mut state = self.state();
-                for node in &live {
-                    let point = (node.clone(), delay.point.clone());
-                    if state.slowed.contains_key(&point) {
-                        state.aimed_slowed.insert(point);
-                    }
-                }
-            }
-            if let Some(error) = error {
-                slowed.insert("error".into(), json!(error));
-            }
+            let slowed = self.slow_aimed(live, delay, rng).await;
             value.insert("slow".into(), Value::Object(slowed));
         }
         if behind.is_some() {
@@ -1711,6 +1753,312 @@ impl Worker {
         }
         value.insert("moves".into(), Value::Array(done));
         None
+    }
+
+    /// `delay` armed on `nodes` for an `aimed` strike (entered in
+    /// [`FaultState::aimed_slowed`], released by the undo): what was armed, and the
+    /// error if one failed.
+    async fn slow_aimed(
+        &self,
+        nodes: Vec<String>,
+        delay: &crate::slow::Delay,
+        rng: &mut Rng,
+    ) -> Map<String, Value> {
+        let mut slowed = Map::new();
+        let error = self
+            .slow(
+                &TargetSpec::Nodes(nodes.clone()),
+                std::slice::from_ref(delay),
+                rng,
+                &mut slowed,
+            )
+            .await;
+        {
+            let mut state = self.state();
+            for node in &nodes {
+                let point = (node.clone(), delay.point.clone());
+                if state.slowed.contains_key(&point) {
+                    state.aimed_slowed.insert(point);
+                }
+            }
+        }
+        if let Some(error) = error {
+            slowed.insert("error".into(), json!(error));
+        }
+        slowed
+    }
+
+    /// A leader stranded ahead of its successor ([`Aim::Strand`]): a partition with a
+    /// live leader and a live in-sync follower (picked with `rng`) has its leader's
+    /// replication port cut from every other node until its ISR is the leader alone;
+    /// `alone_ms` later [`aimed::OUT_OF_RANGE_POINT`] is held (`pause`) on it and it is
+    /// paused; once another replica leads, the cut is healed and the leader resumed, and
+    /// the point is released when the successor's log reaches the end the stranded
+    /// replica kept (its log end once its own view says it follows). Each stage's outcome is in `value`
+    /// (`quiet`, `alone`, `failover`, `returned`). When the ISR does not shrink the cut is
+    /// healed and the strike ends there (`no-target`); when nobody is elected the leader
+    /// is brought back at the end of the wait: nothing is left cut off, paused or held
+    /// past the strike. Once the run is asked to stop every wait ends at once: the race
+    /// needs the clients' writes.
+    async fn strand(
+        &self,
+        alone_ms: u64,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        // The cluster to itself: other packages start nothing more, and what they have
+        // in place is undone by their own stops (at most QUIET_WAIT).
+        let _exclusive = Exclusive::take(&self.state, PackageKind::Aimed);
+        let began = Instant::now();
+        while self.state().others_hold(PackageKind::Aimed)
+            && began.elapsed() < aimed::QUIET_WAIT
+            && !self.stopping()
+        {
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        value.insert(
+            "quiet".into(),
+            json!({
+                "quiet": !self.state().others_hold(PackageKind::Aimed),
+                "waited_ms": began.elapsed().as_millis() as u64,
+            }),
+        );
+        let roles = self.roles().await;
+        value.insert("trigger".into(), json!("strand"));
+        let candidates: Vec<&crate::roles::PartitionRoles> = {
+            let state = self.state();
+            let down =
+                |node: &String| state.killed.contains_key(node) || state.paused.contains(node);
+            roles
+                .partitions
+                .iter()
+                .filter(|p| {
+                    p.leader.as_ref().is_some_and(|leader| {
+                        !down(leader) && p.isr.iter().any(|n| n != leader && !down(n))
+                    })
+                })
+                .collect()
+        };
+        let Some(partition) = rng.pick(&candidates).copied() else {
+            return Some("no-target: no partition with a live leader and in-sync follower".into());
+        };
+        let leader = partition.leader.clone().unwrap_or_default();
+        let (topic, number) = (partition.topic.clone(), partition.partition);
+        let key = partition.key();
+        value.insert("key".into(), json!(key));
+        value.insert("node".into(), json!(leader));
+        value.insert(
+            "why".into(),
+            json!(format!(
+                "{leader} leads {key} alone, then another replica is elected without its last \
+                 writes, and {leader} comes back ahead of it"
+            )),
+        );
+
+        // Alone: the followers' fetches cut until the ISR is the leader's own.
+        let mut alone = Map::new();
+        let shape = Shape::Isolate(TargetSpec::Nodes(vec![leader.clone()]));
+        if let Some(error) = self
+            .partition(
+                PackageKind::Aimed,
+                &shape,
+                Ports::Replication,
+                false,
+                rng,
+                &mut alone,
+            )
+            .await
+        {
+            value.insert("alone".into(), Value::Object(alone));
+            return Some(error);
+        }
+        let began = Instant::now();
+        // Alone in its ISR (`true`), or no longer its leader (`false`: moot).
+        let only_leader = self
+            .poll_roles(aimed::LEAVE_ISR_WAIT, |roles| {
+                if self.stopping() {
+                    return Some(false);
+                }
+                let now = roles.partition(&topic, number)?;
+                if now.leader.as_ref() != Some(&leader) {
+                    return Some(false);
+                }
+                (now.isr == [leader.clone()]).then_some(true)
+            })
+            .await
+            == Some(true);
+        alone.insert("isr_alone".into(), json!(only_leader));
+        alone.insert(
+            "waited_ms".into(),
+            json!(began.elapsed().as_millis() as u64),
+        );
+        if !only_leader {
+            // Its followers still count as in sync (or the leader cannot write its ISR):
+            // a pause now would only elect one of them cleanly.
+            let mut healed = Map::new();
+            let error = self.stop_cuts(PackageKind::Aimed, &mut healed).await;
+            alone.insert("uncut".into(), Value::Object(healed));
+            value.insert("alone".into(), Value::Object(alone));
+            return Some(error.unwrap_or_else(|| {
+                format!(
+                    "no-target: {leader} did not lead {key} alone (within {} s{})",
+                    aimed::LEAVE_ISR_WAIT.as_secs(),
+                    if self.stopping() {
+                        ", or the run ended"
+                    } else {
+                        ""
+                    }
+                )
+            }));
+        }
+        value.insert("alone".into(), Value::Object(alone));
+        tokio::time::sleep(Duration::from_millis(alone_ms)).await;
+
+        // The point held on its way back, then the pause (its HTTP does not answer paused).
+        let point = aimed::OUT_OF_RANGE_POINT;
+        let held = self.hold_point(&leader, point).await;
+        value.insert("held".into(), held);
+        let paused_at = self.replica_view(&leader, &topic, number).await;
+        value.insert(
+            "stranded".into(),
+            json!({
+                "log_end": paused_at.as_ref().map(|v| v.log_end_offset),
+                "high_watermark": paused_at.as_ref().map(|v| v.high_watermark),
+            }),
+        );
+        if let Some(error) = self.strike(&leader, Strike::Pause, rng, value).await {
+            return Some(error);
+        }
+
+        // Another replica elected without the writes it took alone.
+        let began = Instant::now();
+        let successor = self
+            .poll_roles(aimed::FAILOVER_WAIT, |roles| {
+                if self.stopping() {
+                    return Some(None);
+                }
+                roles
+                    .partition(&topic, number)
+                    .and_then(|p| p.leader.clone())
+                    .filter(|l| *l != leader)
+                    .map(Some)
+            })
+            .await
+            .flatten();
+        value.insert(
+            "failover".into(),
+            json!({
+                "leader": successor,
+                "waited_ms": began.elapsed().as_millis() as u64,
+                "run_ended": self.stopping(),
+            }),
+        );
+
+        // Back, ahead of its successor: its out-of-range round trip held until the
+        // successor's log reaches the end it kept.
+        let mut returned = Map::new();
+        let mut errors = Vec::new();
+        let mut healed = Map::new();
+        if let Some(error) = self.stop_cuts(PackageKind::Aimed, &mut healed).await {
+            errors.push(error);
+        }
+        returned.insert("uncut".into(), Value::Object(healed));
+        let mut resumed = Map::new();
+        if let Some(error) = self
+            .resume_paused(Some(std::slice::from_ref(&leader)), &mut resumed)
+            .await
+        {
+            errors.push(error);
+        }
+        returned.insert("resume".into(), Value::Object(resumed));
+        if let Some(successor) = &successor {
+            // What it kept is known once it follows (it may have taken writes as a
+            // leader after it was resumed, and cut its log to its high watermark).
+            let began = Instant::now();
+            let (mut kept, mut last) = (None, None);
+            while began.elapsed() < aimed::CATCH_UP_WAIT && !self.stopping() {
+                if kept.is_none() {
+                    kept = self
+                        .replica_view(&leader, &topic, number)
+                        .await
+                        .filter(|v| !v.leading)
+                        .map(|v| v.log_end_offset);
+                }
+                last = self
+                    .replica_view(successor, &topic, number)
+                    .await
+                    .map(|v| v.log_end_offset)
+                    .or(last);
+                if matches!((kept, last), (Some(kept), Some(end)) if end >= kept) {
+                    break;
+                }
+                tokio::time::sleep(aimed::POLL).await;
+            }
+            returned.insert("kept_log_end".into(), json!(kept));
+            returned.insert("successor_log_end".into(), json!(last));
+            returned.insert(
+                "waited_ms".into(),
+                json!(began.elapsed().as_millis() as u64),
+            );
+        }
+        if let Some(error) = self.release_point(&leader, point).await {
+            errors.push(error);
+        }
+        value.insert("returned".into(), Value::Object(returned));
+        (!errors.is_empty()).then(|| errors.join("; "))
+    }
+
+    /// `point` held (`pause`) on `node` for an `aimed` strike, entered in
+    /// [`FaultState::slowed`] and [`FaultState::aimed_slowed`] (so the undo and
+    /// `heal_all` release it too): the arming's record.
+    async fn hold_point(&self, node: &str, point: &str) -> Value {
+        let key = (node.to_string(), point.to_string());
+        {
+            let mut state = self.state();
+            state.slowed.entry(key.clone()).or_insert(false);
+            state.aimed_slowed.insert(key.clone());
+        }
+        match self.control.failpoint(node, point, Some("pause")).await {
+            Ok(_) => {
+                self.state().slowed.insert(key, true);
+                json!({"node": node, "point": point, "actions": "pause"})
+            }
+            Err(error) => json!({"node": node, "point": point, "error": error.0}),
+        }
+    }
+
+    /// Releases what [`Worker::hold_point`] held (forgotten when released, or when it
+    /// was never confirmed); the error, if the release failed.
+    async fn release_point(&self, node: &str, point: &str) -> Option<String> {
+        let key = (node.to_string(), point.to_string());
+        let result = self.control.failpoint(node, point, None).await;
+        let mut state = self.state();
+        let confirmed = state.slowed.get(&key).copied().unwrap_or(false);
+        if result.is_ok() || !confirmed {
+            state.slowed.remove(&key);
+            state.aimed_slowed.remove(&key);
+        }
+        result
+            .err()
+            .filter(|_| confirmed)
+            .map(|error| format!("releasing {point} on {node}: {error}"))
+    }
+
+    /// Whether the nemesis was asked to stop (the clients are done).
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// `node`'s view of its replica of `topic`/`number` (`None` when it does not answer
+    /// in four polls or holds no such replica).
+    async fn replica_view(&self, node: &str, topic: &str, number: u32) -> Option<sut::ReplicaView> {
+        let views = tokio::time::timeout(aimed::POLL * 4, self.control.replicas(node))
+            .await
+            .ok()
+            .flatten()?;
+        views
+            .into_iter()
+            .find(|v| v.topic == topic && v.partition == number)
     }
 
     /// KAFKA-3083's shape: the controller's metadata port cut from every other node, then,

@@ -178,6 +178,10 @@ pub struct ScheduleOptions {
     pub targets: Vec<TargetSpec>,
     /// Whether kills may wipe a lone node's partition data.
     pub wipe: bool,
+    /// Whether the system under test may elect a replica outside its in-sync set (Kafka's
+    /// unclean leader election): the `aimed` package then also strands leaders
+    /// ([`Aim::Strand`]), which only an election of an out-of-sync replica completes.
+    pub unclean_elections: bool,
 }
 
 /// The endless schedule of one package.
@@ -267,7 +271,9 @@ impl Schedule {
             }
             PackageKind::Slow => Action::StopSlow,
             // Drawn by `aimed_step`.
-            PackageKind::Aimed if start => Action::Aim(Aim::draw(&mut rng)),
+            PackageKind::Aimed if start => {
+                Action::Aim(Aim::draw(&mut rng, options.unclean_elections))
+            }
             PackageKind::Aimed => Action::StopAim,
             PackageKind::Admin => Action::Admin(match rng.below(3) {
                 0 => AdminKind::TransferStorm,
@@ -296,12 +302,12 @@ impl Schedule {
         let mut rng = Rng::derive(self.options.seed, self.package.name(), index);
         let seed = rng.next_u64();
         let (delay, action) = if index & 1 == 0 {
-            let aim = Aim::draw(&mut rng);
+            let aim = Aim::draw(&mut rng, self.options.unclean_elections);
             (aimed::strike_gap(&mut rng), Action::Aim(aim))
         } else {
             let mut before = Rng::derive(self.options.seed, self.package.name(), index - 1);
             let _ = before.next_u64();
-            let aim = Aim::draw(&mut before);
+            let aim = Aim::draw(&mut before, self.options.unclean_elections);
             (aimed::hold(&aim, &mut rng), Action::StopAim)
         };
         Step {
@@ -392,6 +398,7 @@ mod tests {
             interval: Duration::from_secs(10),
             targets: TargetSpec::defaults(),
             wipe: true,
+            unclean_elections: false,
         }
     }
 

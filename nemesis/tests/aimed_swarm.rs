@@ -325,6 +325,7 @@ fn options(packages: &[PackageKind], seed: u64, swarm: Option<Duration>) -> Neme
             interval: Duration::from_millis(5),
             targets: Vec::new(),
             wipe: false,
+            unclean_elections: false,
         },
         swarm,
     }
@@ -923,6 +924,242 @@ async fn a_flap_that_puts_a_replica_behind_cuts_it_until_it_leaves_the_isr_and_h
         vec!["n1 after_offsets_for_leader_epoch".to_string()],
         "{value}"
     );
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+fn strand(alone_ms: u64) -> Aim {
+    Aim::Strand { alone_ms }
+}
+
+/// The roles a strand of `t/0` reads: twice as it starts (its own read, the cut's), then
+/// n1 alone in the ISR, then (with `elected`) n2 leading without it. `t/1`'s ISR is its
+/// leader alone, so `t/0` is the only candidate.
+fn strand_roles(elected: bool) -> Vec<Roles> {
+    let mut first = base_roles();
+    first.partitions[1].isr = s(&["n2"]);
+    let mut alone = first.clone();
+    alone.partitions[0].isr = s(&["n1"]);
+    let mut roles = vec![first.clone(), first, alone.clone()];
+    if elected {
+        let mut moved = alone;
+        moved.partitions[0].leader = Some("n2".into());
+        moved.partitions[0].leader_epoch = Some(2);
+        moved.partitions[0].isr = s(&["n2"]);
+        roles.push(moved);
+    }
+    roles
+}
+
+fn log_end_view(partition: u32, leading: bool, end: u64) -> ReplicaView {
+    ReplicaView {
+        log_end_offset: end,
+        ..view(partition, leading, end)
+    }
+}
+
+#[tokio::test]
+async fn a_strand_leaves_the_leader_alone_pauses_it_until_another_leads_and_brings_it_back_ahead() {
+    let control = Scripted::new();
+    control.script_roles(strand_roles(true));
+    {
+        let mut cluster = control.cluster();
+        cluster
+            .views
+            .insert("n1".into(), vec![log_end_view(0, false, 30)]);
+        // The successor's log has reached the stranded one's: released at once.
+        cluster
+            .views
+            .insert("n2".into(), vec![log_end_view(0, true, 30)]);
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(strand(10), 6))
+        .await
+        .unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["targets"], json!("stranded-leader"), "{value}");
+    assert_eq!(value["key"], json!("t/0"), "{value}");
+    assert_eq!(value["node"], json!("n1"), "{value}");
+    assert_eq!(value["strike"], json!("pause"), "{value}");
+    assert_eq!(value["alone"]["isr_alone"], json!(true), "{value}");
+    assert_eq!(value["alone"]["ports"], json!("replication"), "{value}");
+    assert_eq!(value["stranded"]["high_watermark"], json!(30), "{value}");
+    assert_eq!(value["failover"]["leader"], json!("n2"), "{value}");
+    assert_eq!(value["returned"]["kept_log_end"], json!(30), "{value}");
+    assert_eq!(value["returned"]["successor_log_end"], json!(30), "{value}");
+    assert_eq!(value["returned"]["uncut"]["healed"], json!(1), "{value}");
+    // The point is held on the stranded leader (this cluster has no failpoints: the
+    // arming fails and says so) and forgotten at the release.
+    assert_eq!(value["held"]["node"], json!("n1"), "{value}");
+    assert_eq!(
+        value["held"]["point"],
+        json!("before_list_offsets"),
+        "{value}"
+    );
+    assert!(value["held"]["error"].as_str().is_some(), "{value}");
+    assert!(nemesis.state().slowed.is_empty(), "{:?}", nemesis.state());
+    // Cut, paused, then uncut before it is resumed: it comes back to a reachable leader.
+    let calls = control.cluster().calls.clone();
+    let at = |call: &str| calls.iter().position(|c| c == call).expect(call);
+    assert!(at("cut replication") < at("pause n1"), "{calls:?}");
+    assert!(at("pause n1") < at("uncut replication"), "{calls:?}");
+    assert!(at("uncut replication") < at("resume n1"), "{calls:?}");
+    // Nothing is left broken but the delay, which the undo releases.
+    assert!(control.cluster().paused.is_empty());
+    assert!(control.cluster().cuts.is_empty());
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_strand_whose_leader_is_never_alone_heals_its_cut_and_pauses_nothing() {
+    // The roles never change: the ISR does not shrink. The wait runs out, the cut is
+    // healed, nothing is paused.
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(strand(1_000), 7))
+        .await
+        .unwrap();
+    assert!(error.expect("an error").starts_with("no-target"), "{value}");
+    assert_eq!(value["alone"]["isr_alone"], json!(false), "{value}");
+    assert_eq!(value["alone"]["uncut"]["healed"], json!(1), "{value}");
+    assert!(value.get("failover").is_none(), "{value}");
+    let calls = control.cluster().calls.clone();
+    assert!(!calls.iter().any(|c| c.starts_with("pause")), "{calls:?}");
+    assert!(control.cluster().cuts.is_empty());
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_strand_whose_partition_never_fails_over_still_brings_its_leader_back() {
+    // The ISR shrinks, but nobody else is elected (the quorum never expires the
+    // leader's session). The wait runs out; the leader is uncut and resumed.
+    let control = Scripted::new();
+    control.script_roles(strand_roles(false));
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(strand(1_000), 7))
+        .await
+        .unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["alone"]["isr_alone"], json!(true), "{value}");
+    assert!(value["failover"]["leader"].is_null(), "{value}");
+    assert!(value["failover"]["waited_ms"].as_u64().unwrap() >= 30_000);
+    assert!(
+        value["returned"].get("successor_log_end").is_none(),
+        "{value}"
+    );
+    assert_eq!(
+        value["returned"]["resume"]["nodes"],
+        json!(["n1"]),
+        "{value}"
+    );
+    assert!(control.cluster().paused.is_empty());
+    assert!(control.cluster().cuts.is_empty());
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_strand_waits_for_the_other_packages_faults_to_be_undone_and_holds_off_their_starts() {
+    let control = Scripted::new();
+    {
+        let mut cluster = control.cluster();
+        cluster
+            .views
+            .insert("n1".into(), vec![log_end_view(0, false, 30)]);
+        cluster
+            .views
+            .insert("n2".into(), vec![log_end_view(0, true, 30)]);
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = Arc::new(Nemesis::new(
+        options(&[PackageKind::Aimed, PackageKind::Kill], 1, None),
+        control.clone(),
+        journal.clone(),
+    ));
+    let kill = |action: Action| Step {
+        package: PackageKind::Kill,
+        index: 0,
+        delay: Duration::ZERO,
+        action,
+        seed: 3,
+    };
+    // The kill package's fault is in place when the strand begins.
+    nemesis
+        .execute_checked(&kill(Action::Kill {
+            target: nemesis::TargetSpec::Nodes(s(&["n5"])),
+            wipe: false,
+        }))
+        .await
+        .unwrap();
+    assert!(nemesis.state().holds(PackageKind::Kill));
+    control.script_roles(strand_roles(true));
+    let striking = {
+        let nemesis = Arc::clone(&nemesis);
+        tokio::spawn(async move { nemesis.execute_checked(&aim_step(strand(10), 8)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Meanwhile the kill package may stop its fault, not start another.
+    assert_eq!(nemesis.state().exclusive, Some(PackageKind::Aimed));
+    assert!(nemesis.state().held_off(PackageKind::Kill));
+    assert!(!nemesis.state().held_off(PackageKind::Aimed));
+    nemesis.execute_checked(&kill(Action::Start)).await.unwrap();
+    let (value, error) = striking.await.expect("joined").unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["quiet"]["quiet"], json!(true), "{value}");
+    let waited = value["quiet"]["waited_ms"].as_u64().unwrap();
+    assert!((2_000..10_000).contains(&waited), "{value}");
+    // Released when the strike ends.
+    assert_eq!(nemesis.state().exclusive, None);
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_strand_under_way_when_the_run_stops_brings_its_leader_back_at_once() {
+    // The ISR shrinks but nobody else is elected; the run is told to stop 3 s into the
+    // failover wait (the clients are done: no race is left to set up).
+    let control = Scripted::new();
+    control.script_roles(strand_roles(false));
+    let journal = Arc::new(Memory::default());
+    let mut quiet = options(&[PackageKind::Admin], 1, None);
+    quiet.schedule.interval = Duration::from_secs(3_600);
+    let nemesis = Arc::new(Nemesis::new(quiet, control.clone(), journal.clone()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let running = {
+        let nemesis = Arc::clone(&nemesis);
+        tokio::spawn(async move { nemesis.run(stop_rx).await })
+    };
+    let began = tokio::time::Instant::now();
+    let striking = {
+        let nemesis = Arc::clone(&nemesis);
+        tokio::spawn(async move { nemesis.execute_checked(&aim_step(strand(10), 9)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop_tx.send(true).expect("the run listens");
+    let (value, error) = striking.await.expect("joined").unwrap();
+    assert_eq!(error, None, "{value}");
+    assert!(began.elapsed() < Duration::from_secs(5), "{value}");
+    assert!(value["failover"]["leader"].is_null(), "{value}");
+    assert_eq!(value["failover"]["run_ended"], json!(true), "{value}");
+    assert_eq!(
+        value["returned"]["resume"]["nodes"],
+        json!(["n1"]),
+        "{value}"
+    );
+    running.await.expect("joined").expect("the run ends");
     nemesis.execute_checked(&stop_step()).await.unwrap();
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
     control.assert_healed();

@@ -566,6 +566,7 @@ fn options(
             interval,
             targets,
             wipe,
+            unclean_elections: false,
         },
         swarm: None,
     }

@@ -146,6 +146,7 @@ fn options(seed: u64) -> NemesisOptions {
             interval: Duration::from_millis(10),
             targets: TargetSpec::defaults(),
             wipe: false,
+            unclean_elections: false,
         },
         swarm: None,
     }

@@ -85,6 +85,14 @@ pub trait Db: Send + Sync {
         0
     }
 
+    /// Whether a node under `settings` may be elected leader while outside the in-sync
+    /// set (Kafka: `unclean_leader_election`). The nemesis aims faults that only such
+    /// an election completes at clusters where it may happen. `false`, the default.
+    fn elects_out_of_sync(&self, settings: &[String]) -> bool {
+        let _ = settings;
+        false
+    }
+
     /// Why a node under `settings` may lose acknowledged writes by design, if it may
     /// (Kafka: unclean leader elections, pre-KIP-101 truncation to the high watermark).
     /// A run with such a node still has its history's durability anomalies reported, but

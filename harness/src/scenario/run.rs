@@ -445,6 +445,7 @@ impl<'a> Player<'a> {
                 interval: Duration::from_secs(1),
                 targets: Vec::new(),
                 wipe: false,
+                unclean_elections: false,
             },
             swarm: None,
         };
