@@ -153,6 +153,9 @@ pub struct Judgement {
     pub expansions: u64,
     pub judged: u64,
     pub anomalies: Vec<Value>,
+    /// How far the wall clock was set during the run (the two readings of the
+    /// history's origin apart, [`spec::RunStats::history_origin_ms`]); 0 if not at all.
+    pub clock_moved_ms: u64,
 }
 
 pub fn judge(
@@ -167,6 +170,7 @@ pub fn judge(
         expansions: 0,
         judged: 0,
         anomalies: Vec::new(),
+        clock_moved_ms: 0,
     };
     for (node, events) in expansions {
         for e in events {
@@ -229,36 +233,53 @@ pub fn add(results: &mut Results, judgement: Judgement) {
     };
     let mut anomalies = judgement.anomalies;
     anomalies.truncate(MAX_REPORTED);
-    results.add(
-        "isr",
-        verdict,
-        &json!({
-            "expansions": judgement.expansions,
-            "judged": judgement.judged,
-            "found": found,
-            "anomalies": anomalies,
-        }),
-    );
+    let mut report = json!({
+        "expansions": judgement.expansions,
+        "judged": judgement.judged,
+        "found": found,
+        "anomalies": anomalies,
+    });
+    if judgement.clock_moved_ms > 0 {
+        report["wall_clock_moved_ms"] = json!(judgement.clock_moved_ms);
+    }
+    results.add("isr", verdict, &report);
 }
 
 /// Reads, judges and adds the `isr` checker for a run folder's history and node logs;
-/// nothing when the run recorded no wall-clock origin or its nodes no expansion.
+/// nothing when the run recorded no wall-clock origin or its nodes no expansion. The
+/// history is lined up with the logs from the later origin `stats` read
+/// ([`spec::RunStats::history_origin_ms`]), so that a wall clock set during the run
+/// cannot make a write acknowledged after an admission look acknowledged before it.
 pub fn add_for_run(
     results: &mut Results,
     db: &dyn sut::Db,
     history: &Path,
     nodes_dir: &Path,
-    history_unix_ms: Option<u64>,
+    stats: &spec::RunStats,
 ) {
-    let Some(origin) = history_unix_ms else {
+    let Some(origin) = stats.history_origin_ms() else {
         return;
     };
     let expansions = read(db, nodes_dir);
     if expansions.values().all(Vec::is_empty) {
         return;
     }
+    let clock_moved_ms = match (stats.history_unix_ms, stats.history_unix_ms_at_end) {
+        (Some(start), Some(end)) => start.abs_diff(end),
+        _ => 0,
+    };
+    if clock_moved_ms > CLOCK_MARGIN_MS {
+        eprintln!(
+            "warning: the wall clock was set {clock_moved_ms} ms during the run; the ISR \
+             oracle judges from the later origin (less sensitive by as much)"
+        );
+    }
     match history::jsonl::read_jsonl(history) {
-        Ok(h) => add(results, judge(&expansions, acknowledged(&h.ops, origin))),
+        Ok(h) => {
+            let mut judgement = judge(&expansions, acknowledged(&h.ops, origin));
+            judgement.clock_moved_ms = clock_moved_ms;
+            add(results, judgement);
+        }
         Err(error) => eprintln!("warning: the ISR oracle cannot read the history: {error}"),
     }
 }
@@ -382,6 +403,36 @@ mod tests {
         )]);
         assert_eq!(j.anomalies.len(), 1);
         assert_eq!(j.anomalies[0]["writes_behind"], 1);
+    }
+
+    #[test]
+    fn a_wall_clock_set_forward_during_the_run_raises_no_false_alarm() {
+        // The follower is let in at 145 ms (holding 0..5, everything acknowledged by
+        // then), but the wall clock was set 1 s forward before that, so the broker
+        // stamps it 1,145 ms: judged from the origin read at the start, the writes
+        // acknowledged at 150..190 ms look earlier than the admission.
+        let stepped = vec![expansion(5, ORIGIN + 1_145, false)];
+        let by_node = BTreeMap::from([("n2".to_string(), stepped)]);
+        let from_start = judge(&by_node, acknowledged(&history(), ORIGIN));
+        assert_eq!(from_start.anomalies.len(), 1);
+        // The origin read again at the end has moved by the step; the later one is used.
+        let stats = spec::RunStats {
+            history_unix_ms: Some(ORIGIN),
+            history_unix_ms_at_end: Some(ORIGIN + 1_000),
+            ..spec::RunStats::default()
+        };
+        let origin = stats.history_origin_ms().expect("an origin");
+        let judged = judge(&by_node, acknowledged(&history(), origin));
+        assert!(judged.anomalies.is_empty(), "{:?}", judged.anomalies);
+        // A real admission behind, after the step, is still found: offsets 0..10 were
+        // acknowledged by 190 ms, the follower let in at 2 s (stamped 3 s) held 0..5.
+        let late = BTreeMap::from([("n2".to_string(), vec![expansion(5, ORIGIN + 3_000, false)])]);
+        assert_eq!(
+            judge(&late, acknowledged(&history(), origin))
+                .anomalies
+                .len(),
+            1
+        );
     }
 
     #[test]

@@ -171,10 +171,6 @@ impl Phases for WorkloadTest {
         AVAILABILITY_BOUND
     }
 
-    fn stop_grace(&self) -> Duration {
-        Duration::from_secs(10)
-    }
-
     fn announce(&self, spec: &TestSpec, folder: &RunFolder) {
         println!("seed: {}", spec.seed);
         println!("run folder: {}", folder.dir().display());
@@ -283,6 +279,7 @@ async fn run_phases(
             workloads::final_reads(&*connector, &options, &recorder, FINAL_READS_TIMEOUT).await?;
         stats.final_reads_complete = finals.complete();
         stats.nemesis = faults.as_ref().map(|f| f.journal.tally());
+        stats.history_unix_ms_at_end = Some(recorder.wall_start_unix_ms());
         recorder.finish()?;
         anyhow::Ok(())
     }

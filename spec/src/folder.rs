@@ -130,6 +130,25 @@ pub struct RunStats {
     /// run from before it was kept): what the ISR oracle lines the nodes' logs up with.
     #[serde(default)]
     pub history_unix_ms: Option<u64>,
+    /// The same origin read again when the recording ended (wall clock less the
+    /// monotonic time elapsed). The two differ when the wall clock was set during the run
+    /// (a step, as NTP or a VM's clock sync makes); see [`RunStats::history_origin_ms`].
+    #[serde(default)]
+    pub history_unix_ms_at_end: Option<u64>,
+}
+
+impl RunStats {
+    /// The history's time 0 by the wall clock as the ISR oracle should use it: the later
+    /// of the two readings. A step of the wall clock during the run moves the nodes'
+    /// timestamps after it but not the history's; the later origin never makes a write
+    /// acknowledged after an event look acknowledged before it, whichever way the clock
+    /// was set (it only makes the oracle less sensitive by the step's size).
+    pub fn history_origin_ms(&self) -> Option<u64> {
+        match (self.history_unix_ms, self.history_unix_ms_at_end) {
+            (Some(start), Some(end)) => Some(start.max(end)),
+            (start, end) => start.or(end),
+        }
+    }
 }
 
 /// The one-down probe: once the cluster has healed and every partition is fully in
@@ -412,6 +431,21 @@ mod tests {
             .expect("results.json")
             .expect("present");
         assert!(results.counted_anomalies().contains_key("lost-write"));
+    }
+
+    #[test]
+    fn the_history_origin_is_the_later_reading() {
+        let stats = |start, end| RunStats {
+            history_unix_ms: start,
+            history_unix_ms_at_end: end,
+            ..RunStats::default()
+        };
+        assert_eq!(stats(Some(100), Some(100)).history_origin_ms(), Some(100));
+        assert_eq!(stats(Some(100), Some(350)).history_origin_ms(), Some(350));
+        assert_eq!(stats(Some(400), Some(350)).history_origin_ms(), Some(400));
+        // A run from before the second reading keeps its one origin.
+        assert_eq!(stats(Some(100), None).history_origin_ms(), Some(100));
+        assert_eq!(stats(None, None).history_origin_ms(), None);
     }
 
     #[test]

@@ -158,10 +158,6 @@ impl Phases for ScenarioTest<'_> {
         self.scenario.expect.availability_bound
     }
 
-    fn stop_grace(&self) -> Duration {
-        Duration::from_secs(3)
-    }
-
     fn announce(&self, _spec: &TestSpec, folder: &RunFolder) {
         eprintln!(
             "{} ({}): {}\nrun folder: {}",
@@ -178,6 +174,7 @@ impl Phases for ScenarioTest<'_> {
             stats: RunStats {
                 availability: played.availability,
                 history_unix_ms: Some(played.history_unix_ms),
+                history_unix_ms_at_end: Some(played.history_unix_ms_at_end),
                 ..RunStats::default()
             },
             problem: played.problem,
@@ -277,8 +274,10 @@ struct Played {
     problem: Option<String>,
     /// The availability probe's findings.
     availability: Vec<PartitionAvailability>,
-    /// The history's time 0 by the wall clock ([`Recorder::wall_start_unix_ms`]).
+    /// The history's time 0 by the wall clock ([`Recorder::wall_start_unix_ms`]), read
+    /// when the recording began and again when it ended.
     history_unix_ms: u64,
+    history_unix_ms_at_end: u64,
 }
 
 /// Starts the cluster, plays the steps and the end, stops the brokers and keeps their
@@ -297,11 +296,13 @@ async fn play_on(scenario: &Scenario, cluster: Arc<Cluster>, folder: &RunFolder)
         }
     };
     let ended = player.end().await;
+    let history_unix_ms_at_end = recorder.wall_start_unix_ms();
     recorder.finish()?;
     Ok(Played {
         problem,
         availability: ended?,
         history_unix_ms,
+        history_unix_ms_at_end,
     })
 }
 
