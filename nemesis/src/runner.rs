@@ -491,6 +491,10 @@ struct Completed {
     error: Option<String>,
 }
 
+/// A partition a leadership strike can work on ([`Worker::led_partitions`]): its roles,
+/// its live in-sync followers, and its other live replicas besides the leader.
+type LedPartition<'r> = (&'r crate::roles::PartitionRoles, Vec<String>, Vec<String>);
+
 /// What the package tasks share with the [`Nemesis`]: the cluster, the journal, the
 /// fault state (cheap to clone: all behind `Arc`s).
 #[derive(Clone)]
@@ -1644,33 +1648,9 @@ impl Worker {
     ) -> Option<String> {
         let roles = self.roles().await;
         value.insert("trigger".into(), json!("flap"));
-        // Each candidate: a partition, its live in-sync followers, and its other live
-        // replicas (what `behind_ms` puts behind).
-        type Candidate<'r> = (&'r crate::roles::PartitionRoles, Vec<String>, Vec<String>);
-        let candidates: Vec<Candidate> = {
-            let state = self.state();
-            let down =
-                |node: &String| state.killed.contains_key(node) || state.paused.contains(node);
-            roles
-                .partitions
-                .iter()
-                .filter_map(|p| {
-                    let leader = p.leader.as_ref().filter(|l| !down(l))?;
-                    let live_besides_leader = |nodes: &[String]| -> Vec<String> {
-                        nodes
-                            .iter()
-                            .filter(|node| *node != leader && !down(node))
-                            .cloned()
-                            .collect()
-                    };
-                    let followers = live_besides_leader(&p.isr);
-                    let others = live_besides_leader(&p.replicas);
-                    (!followers.is_empty()).then_some((p, followers, others))
-                })
-                .collect()
-        };
+        let candidates = self.led_partitions(&roles);
         // Putting a replica behind needs a partition with three live replicas.
-        let candidates: Vec<Candidate> =
+        let candidates: Vec<LedPartition> =
             if behind_ms.is_some() && candidates.iter().any(|(_, _, others)| others.len() >= 2) {
                 candidates
                     .into_iter()
@@ -1825,20 +1805,11 @@ impl Worker {
         );
         let roles = self.roles().await;
         value.insert("trigger".into(), json!("strand"));
-        let candidates: Vec<&crate::roles::PartitionRoles> = {
-            let state = self.state();
-            let down =
-                |node: &String| state.killed.contains_key(node) || state.paused.contains(node);
-            roles
-                .partitions
-                .iter()
-                .filter(|p| {
-                    p.leader.as_ref().is_some_and(|leader| {
-                        !down(leader) && p.isr.iter().any(|n| n != leader && !down(n))
-                    })
-                })
-                .collect()
-        };
+        let candidates: Vec<&crate::roles::PartitionRoles> = self
+            .led_partitions(&roles)
+            .into_iter()
+            .map(|(partition, _, _)| partition)
+            .collect();
         let Some(partition) = rng.pick(&candidates).copied() else {
             return Some("no-target: no partition with a live leader and in-sync follower".into());
         };
@@ -1876,9 +1847,6 @@ impl Worker {
         // Alone in its ISR (`true`), or no longer its leader (`false`: moot).
         let only_leader = self
             .poll_roles(aimed::LEAVE_ISR_WAIT, |roles| {
-                if self.stopping() {
-                    return Some(false);
-                }
                 let now = roles.partition(&topic, number)?;
                 if now.leader.as_ref() != Some(&leader) {
                     return Some(false);
@@ -1934,17 +1902,12 @@ impl Worker {
         let began = Instant::now();
         let successor = self
             .poll_roles(aimed::FAILOVER_WAIT, |roles| {
-                if self.stopping() {
-                    return Some(None);
-                }
                 roles
                     .partition(&topic, number)
                     .and_then(|p| p.leader.clone())
                     .filter(|l| *l != leader)
-                    .map(Some)
             })
-            .await
-            .flatten();
+            .await;
         value.insert(
             "failover".into(),
             json!({
@@ -2001,7 +1964,7 @@ impl Worker {
                 json!(began.elapsed().as_millis() as u64),
             );
         }
-        if let Some(error) = self.release_point(&leader, point).await {
+        if let Err(error) = self.release_point(&leader, point).await {
             errors.push(error);
         }
         value.insert("returned".into(), Value::Object(returned));
@@ -2027,21 +1990,25 @@ impl Worker {
         }
     }
 
-    /// Releases what [`Worker::hold_point`] held (forgotten when released, or when it
-    /// was never confirmed); the error, if the release failed.
-    async fn release_point(&self, node: &str, point: &str) -> Option<String> {
+    /// Releases a point an `aimed` strike armed ([`Worker::hold_point`], or a flap's
+    /// delay): forgotten from [`FaultState::slowed`] and [`FaultState::aimed_slowed`]
+    /// when released, when its arming was never confirmed, or when its node was killed
+    /// (the restart forgets it); otherwise kept, to be tried again by the next undo. The
+    /// error, if the release of a confirmed arming failed (one never confirmed has
+    /// nothing to release, and its arming's error was said already).
+    async fn release_point(&self, node: &str, point: &str) -> Result<(), String> {
         let key = (node.to_string(), point.to_string());
         let result = self.control.failpoint(node, point, None).await;
         let mut state = self.state();
         let confirmed = state.slowed.get(&key).copied().unwrap_or(false);
-        if result.is_ok() || !confirmed {
+        if result.is_ok() || !confirmed || state.killed.contains_key(node) {
             state.slowed.remove(&key);
             state.aimed_slowed.remove(&key);
         }
-        result
-            .err()
-            .filter(|_| confirmed)
-            .map(|error| format!("releasing {point} on {node}: {error}"))
+        match result {
+            Err(error) if confirmed => Err(format!("releasing {point} on {node}: {error}")),
+            _ => Ok(()),
+        }
     }
 
     /// Whether the nemesis was asked to stop (the clients are done).
@@ -2342,15 +2309,41 @@ impl Worker {
         Some((roles, views))
     }
 
+    /// The partitions a leadership strike can work on: a live leader and at least one
+    /// live in-sync follower (neither killed nor paused by the nemesis), each with its
+    /// live in-sync followers and its other live replicas, in the roles' order.
+    fn led_partitions<'r>(&self, roles: &'r Roles) -> Vec<LedPartition<'r>> {
+        let state = self.state();
+        let down = |node: &String| state.killed.contains_key(node) || state.paused.contains(node);
+        roles
+            .partitions
+            .iter()
+            .filter_map(|p| {
+                let leader = p.leader.as_ref().filter(|l| !down(l))?;
+                let live_besides_leader = |nodes: &[String]| -> Vec<String> {
+                    nodes
+                        .iter()
+                        .filter(|node| *node != leader && !down(node))
+                        .cloned()
+                        .collect()
+                };
+                let followers = live_besides_leader(&p.isr);
+                let others = live_besides_leader(&p.replicas);
+                (!followers.is_empty()).then_some((p, followers, others))
+            })
+            .collect()
+    }
+
     /// The roles read every [`aimed::POLL`] (each read given four polls to answer) until
-    /// `found` picks something out of them, for at most `limit`: what it picked.
+    /// `found` picks something out of them, for at most `limit`, and only while the run
+    /// goes on (once it is asked to stop, nothing is waited for): what it picked.
     async fn poll_roles<T>(
         &self,
         limit: Duration,
         mut found: impl FnMut(&Roles) -> Option<T>,
     ) -> Option<T> {
         let began = Instant::now();
-        while began.elapsed() < limit {
+        while began.elapsed() < limit && !self.stopping() {
             if let Ok(Some(roles)) =
                 tokio::time::timeout(aimed::POLL * 4, self.control.roles()).await
             {
@@ -2524,25 +2517,9 @@ impl Worker {
         if !slowed.is_empty() {
             let mut released = Vec::new();
             for (node, point) in slowed {
-                let result = self.control.failpoint(&node, &point, None).await;
-                let mut state = self.state();
-                match result {
-                    Ok(_) => {
-                        released.push(json!({"node": node, "point": point}));
-                        state.slowed.remove(&(node.clone(), point.clone()));
-                        state.aimed_slowed.remove(&(node, point));
-                    }
-                    Err(error) => {
-                        // As the slow package's release: an arming never confirmed, or
-                        // a killed node's, is forgotten; another is tried again.
-                        let key = (node.clone(), point.clone());
-                        let confirmed = state.slowed.get(&key).copied().unwrap_or(false);
-                        if !confirmed || state.killed.contains_key(&node) {
-                            state.slowed.remove(&key);
-                            state.aimed_slowed.remove(&key);
-                        }
-                        errors.push(format!("releasing {point} on {node}: {error}"));
-                    }
+                match self.release_point(&node, &point).await {
+                    Ok(()) => released.push(json!({"node": node, "point": point})),
+                    Err(error) => errors.push(error),
                 }
             }
             value.insert("released".into(), Value::Array(released));
