@@ -17,11 +17,13 @@
 //! The trait is object safe and async through boxed futures (the ssh backend talks to its
 //! hosts through the async `openssh` crate); the futures must be polled on a tokio runtime.
 
+mod join;
 pub mod netns;
 pub mod ssh;
 pub mod state;
 pub mod tools;
 
+pub use join::join_all;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::net::IpAddr;

@@ -868,7 +868,12 @@ impl Inner {
         }
     }
 
-    /// The recorded daemon `pid` on `node`, and whether it has exited.
+    /// The recorded daemon `pid` on `node`, and whether it still runs. A daemon this
+    /// process started runs until its reaper has waited for it: a SIGKILLed
+    /// multi-threaded process shows its main thread as a zombie while its other
+    /// threads are still exiting and still hold its files (its listening sockets: a
+    /// restart that binds then fails with "address in use"); `wait` returns only once
+    /// the whole process is gone. One recorded by another run is judged from `/proc`.
     fn daemon(&self, node: &str, pid: u32) -> Result<(ProcessRecord, bool), BackendError> {
         self.node(node)?;
         let run = self.open()?;
@@ -881,18 +886,21 @@ impl Inner {
                 node: node.to_string(),
                 pid,
             })?;
-        let exited = run.exits.get(&pid).is_some_and(|exit| lock(exit).is_some());
-        Ok((record.process.clone(), exited))
+        let running = match run.exits.get(&pid) {
+            Some(exit) => lock(exit).is_none(),
+            None => record.process.is_alive(),
+        };
+        Ok((record.process.clone(), running))
     }
 
     fn is_running(&self, node: &str, pid: u32) -> Result<bool, BackendError> {
-        let (process, exited) = self.daemon(node, pid)?;
-        Ok(!exited && process.is_alive())
+        let (_, running) = self.daemon(node, pid)?;
+        Ok(running)
     }
 
     fn signal(&self, node: &str, pid: u32, signal: Signal) -> Result<(), BackendError> {
-        let (process, exited) = self.daemon(node, pid)?;
-        if exited || !process.is_alive() {
+        let (_, running) = self.daemon(node, pid)?;
+        if !running {
             return Err(BackendError::ProcessGone {
                 node: node.to_string(),
                 pid,

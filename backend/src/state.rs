@@ -52,11 +52,15 @@ impl ProcessRecord {
     }
 
     /// Whether the process still exists (stopped counts, a zombie does not) and is still
-    /// the one recorded (same start time), not a later process with the same pid.
+    /// the one recorded (same start time), not a later process with the same pid. A
+    /// main thread that is a zombie while other threads of the process still exit counts
+    /// as alive: those threads still hold the process's files (its sockets).
     pub fn is_alive(&self) -> bool {
         match read_stat(self.pid) {
-            Some(stat) => stat.start_time == self.start_time && !matches!(stat.state, 'Z' | 'X'),
-            None => false,
+            Some(stat) if stat.start_time == self.start_time => {
+                !matches!(stat.state, 'Z' | 'X') || other_threads(self.pid)
+            }
+            _ => false,
         }
     }
 }
@@ -66,6 +70,15 @@ impl ProcessRecord {
 pub(crate) struct Stat {
     pub state: char,
     pub start_time: u64,
+}
+
+/// Whether process `pid` has a thread besides its main one (`/proc/<pid>/task`).
+fn other_threads(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
+        tasks
+            .filter_map(Result::ok)
+            .any(|task| task.file_name().to_str() != Some(pid.to_string().as_str()))
+    })
 }
 
 pub(crate) fn read_stat(pid: u32) -> Option<Stat> {
@@ -540,6 +553,33 @@ mod tests {
             vec![(1, Some("jh000003".into())), (2, Some("jh000002".into()))]
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_process_whose_main_thread_exited_first_is_alive_until_its_last_thread_ends() {
+        // The main thread leaves (pthread_exit) while another sleeps: the main thread is a
+        // zombie, the process still holds its files.
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=time.sleep, args=(1.5,)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .spawn()
+            .expect("python3 runs");
+        let record = ProcessRecord::of(child.id()).expect("its /proc entry");
+        let began = std::time::Instant::now();
+        while read_stat(record.pid).map(|s| s.state) != Some('Z') {
+            assert!(
+                began.elapsed() < std::time::Duration::from_secs(5),
+                "the main thread never exited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(other_threads(record.pid));
+        assert!(record.is_alive(), "a thread still runs");
+        let status = child.wait().expect("it ends");
+        assert!(status.success(), "{status}");
+        assert!(!record.is_alive(), "reaped: gone");
     }
 
     #[test]

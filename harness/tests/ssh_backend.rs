@@ -367,30 +367,6 @@ async fn reaches(backend: &SshBackend, hosts: &Hosts, from: &str, to: &str) -> b
     }
 }
 
-/// Polls every future to its end, concurrently.
-async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut results: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (future, slot) in futures.iter_mut().zip(results.iter_mut()) {
-            if slot.is_none() {
-                match future.as_mut().poll(cx) {
-                    std::task::Poll::Ready(output) => *slot = Some(output),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    results.into_iter().flatten().collect()
-}
-
 /// The ordered pairs of nodes that do not reach each other (probed in parallel).
 async fn blocked(backend: &SshBackend, hosts: &Hosts) -> BTreeSet<(String, String)> {
     let nodes = backend.nodes();
@@ -403,13 +379,7 @@ async fn blocked(backend: &SshBackend, hosts: &Hosts) -> BTreeSet<(String, Strin
                 .map(move |b| (a.clone(), b.clone()))
         })
         .collect();
-    let results = join_all(
-        pairs
-            .iter()
-            .map(|(a, b)| reaches(backend, hosts, a, b))
-            .collect(),
-    )
-    .await;
+    let results = backend::join_all(pairs.iter().map(|(a, b)| reaches(backend, hosts, a, b))).await;
     pairs
         .into_iter()
         .zip(results)
@@ -587,8 +557,8 @@ fn needs_sshd__the_ssh_backend_runs_commands_daemons_copies_and_cuts_and_removes
         .map(|i| vec!["echo".to_string(), i.to_string()])
         .collect();
     let outputs: Vec<String> = rt
-        .block_on(join_all(
-            argvs.iter().map(|argv| backend.exec("n2", argv)).collect(),
+        .block_on(backend::join_all(
+            argvs.iter().map(|argv| backend.exec("n2", argv)),
         ))
         .into_iter()
         .map(|outcome| outcome.expect("echo").stdout)

@@ -13,7 +13,8 @@ pub(super) const PATH_PRELUDE: &str =
 /// `fields STAT-LINE` sets `state` (field 3) and `start` (field 22) of a
 /// `/proc/<pid>/stat` line, counting from the last `)` (the command name may hold spaces
 /// and parentheses); `alive` says whether `$pid` is still the process born at `$born`
-/// (stopped counts, a zombie does not).
+/// (stopped counts, a zombie does not, unless other threads of it still exit: they still
+/// hold its files, its listening sockets among them).
 pub(super) const PROC_FUNCTIONS: &str = r#"
 fields() {
   rest=${1##*") "}
@@ -28,7 +29,10 @@ fields() {
 alive() {
   IFS= read -r stat 2>/dev/null <"/proc/$pid/stat" || return 1
   fields "$stat" || return 1
-  [ "$start" = "$born" ] && [ "$state" != Z ] && [ "$state" != X ]
+  [ "$start" = "$born" ] || return 1
+  case $state in
+    Z|X) set -- /proc/"$pid"/task/*; [ $# -gt 1 ] ;;
+  esac
 }
 "#;
 
@@ -335,6 +339,33 @@ mod tests {
         }
         let _ = child.wait();
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_daemon_whose_main_thread_exited_first_is_alive_to_the_check_script() {
+        // As a SIGKILLed multi-threaded daemon for a moment: the main thread a zombie,
+        // another thread still exiting (and holding the daemon's sockets).
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=time.sleep, args=(1.5,)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .spawn()
+            .expect("python3 runs");
+        let pid = child.id();
+        let born = state::read_stat(pid)
+            .expect("its stat")
+            .start_time
+            .to_string();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while state::read_stat(pid).map(|s| s.state) != Some('Z') {
+            assert!(Instant::now() < deadline, "the main thread never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let check = || run_local(CHECK, &[pid.to_string(), born.clone(), String::new()]).0;
+        assert_eq!(check().trim(), "alive");
+        assert!(child.wait().expect("it ends").success());
+        assert_eq!(check().trim(), "gone");
     }
 
     #[test]
