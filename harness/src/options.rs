@@ -102,6 +102,12 @@ pub struct TestArgs {
     #[arg(long, default_value_t = spec::spec::DEFAULT_BATCH_MAX, value_name = "N")]
     pub batch_max: u32,
 
+    /// The log workload's reads ask for linearizable consistency, so that a read missing
+    /// a write acknowledged before it began counts against validity (`stale-read`); at
+    /// the default consistency it is only reported. Register reads always are.
+    #[arg(long)]
+    pub linearizable_reads: bool,
+
     /// Create the topic with replication factor 1 and grow every partition to
     /// --replication-factor replicas (a reassignment, recorded in the history) this long
     /// after the clients start: `3s`. With kills it needs --nemesis-wipe false.
@@ -231,6 +237,7 @@ impl TestArgs {
                 hot_partitions: self.hot_partitions,
                 batch_fraction: self.batch_fraction,
                 batch_max: self.batch_max,
+                linearizable_reads: self.linearizable_reads,
                 grow_after,
             },
         });
@@ -365,16 +372,20 @@ mod tests {
             any::<bool>(),
             prop_oneof![Just(0.0), 0.0f64..=1.0, Just(1.0)],
             prop_oneof![Just(spec::spec::DEFAULT_BATCH_MAX), 2u32..=1000],
+            any::<bool>(),
             proptest::option::of(duration()),
         )
-            .prop_map(|(hot_partitions, batch_fraction, batch_max, grow_after)| {
-                WorkloadShape {
-                    hot_partitions,
-                    batch_fraction,
-                    batch_max,
-                    grow_after,
-                }
-            })
+            .prop_map(
+                |(hot_partitions, batch_fraction, batch_max, linearizable_reads, grow_after)| {
+                    WorkloadShape {
+                        hot_partitions,
+                        batch_fraction,
+                        batch_max,
+                        linearizable_reads,
+                        grow_after,
+                    }
+                },
+            )
     }
 
     fn spec() -> impl Strategy<Value = TestSpec> {
@@ -554,6 +565,7 @@ mod tests {
             "0.3",
             "--batch-max",
             "5",
+            "--linearizable-reads",
             "--grow-replication-after",
             "2.5s",
         ]))
@@ -567,6 +579,7 @@ mod tests {
                 hot_partitions: true,
                 batch_fraction: 0.3,
                 batch_max: 5,
+                linearizable_reads: true,
                 grow_after: Some(Duration::from_millis(2500)),
             }
         );
@@ -574,7 +587,7 @@ mod tests {
         assert!(
             line.ends_with(
                 "--replication-factor 3 --hot-partitions --batch-fraction 0.3 --batch-max 5 \
-                 --grow-replication-after 2500ms --seed 3"
+                 --linearizable-reads --grow-replication-after 2500ms --seed 3"
             ),
             "{line}"
         );

@@ -338,6 +338,9 @@ fn workload_options(plan: &WorkloadPlan, seed: u64) -> WorkloadOptions {
     options.hot_partitions = plan.shape.hot_partitions;
     options.batch_fraction = plan.shape.batch_fraction;
     options.batch_max = plan.shape.batch_max;
+    if plan.shape.linearizable_reads {
+        options.read_consistency = sut::Consistency::Linearizable;
+    }
     options
 }
 
@@ -420,12 +423,16 @@ struct Grow {
 
 /// How often a refused or failed grow of a partition is tried again.
 const GROW_RETRY: Duration = Duration::from_secs(1);
+/// How long after the grow begins the nemesis starts at the latest when the grow has not
+/// finished ([`record`]).
+const NEMESIS_GROW_WAIT: Duration = Duration::from_secs(10);
 /// How long the heal keeps trying a grow the workload phase did not get through.
 const GROW_AFTER_HEAL: Duration = Duration::from_secs(30);
 
 impl Grow {
-    /// Waits `after` (or until stopped), then grows every partition in turn, each tried
-    /// until it is accepted or the workload ends.
+    /// Waits `after` (or until stopped), then grows every partition, all at once, each
+    /// tried until it is accepted or the workload ends (one after another, a grow of six
+    /// partitions took 9 s: each request waits for its new replicas to join the ISR).
     /// The nemesis, when there is one, learns each grown partition's replicas, so that
     /// undoing its own reassignments does not shrink the topic back.
     async fn run(
@@ -450,20 +457,25 @@ impl Grow {
         if stop(&mut stopped, self.after).await {
             return Ok(());
         }
-        for partition in 0..self.partitions {
-            loop {
-                if let Some(replicas) = self.grow_partition(partition).await? {
-                    if let Some(nemesis) = nemesis {
-                        nemesis.rebase_replicas(&format!("{TOPIC}/{partition}"), &replicas);
+        let grow_one = |partition: u32| {
+            let mut stopped = stopped.clone();
+            async move {
+                loop {
+                    if let Some(replicas) = self.grow_partition(partition).await? {
+                        if let Some(nemesis) = nemesis {
+                            nemesis.rebase_replicas(&format!("{TOPIC}/{partition}"), &replicas);
+                        }
+                        return Ok(());
                     }
-                    break;
-                }
-                if stop(&mut stopped, GROW_RETRY).await {
-                    return Ok(());
+                    if stop(&mut stopped, GROW_RETRY).await {
+                        return Ok(());
+                    }
                 }
             }
-        }
-        Ok(())
+        };
+        let grown: Vec<Result<(), JournalError>> =
+            backend::join_all((0..self.partitions).map(grow_one)).await;
+        grown.into_iter().collect()
     }
 
     /// After the heal: grows the partitions the workload phase did not get to (its
@@ -593,17 +605,30 @@ async fn record(
         ran
     };
     let grow_stopped = nemesis_stopped.clone();
+    // RF-1-then-grow: the faults begin once the topic has its replicas (or
+    // NEMESIS_GROW_WAIT after the grow began): faults that keep a grow from getting
+    // through leave a run at one replica, its acks=all writes refused, its replication
+    // never tried.
+    let (grown, mut grown_seen) = watch::channel(grow.is_none());
     let nemesis_done = async {
-        match faults {
-            Some(faults) => Some(faults.nemesis.run(nemesis_stopped).await),
-            None => None,
+        let faults = faults?;
+        if let Some(grow) = grow {
+            let mut stopped = nemesis_stopped.clone();
+            tokio::select! {
+                _ = grown_seen.wait_for(|&g| g) => {}
+                _ = stopped.wait_for(|&s| s) => {}
+                () = tokio::time::sleep(grow.after + NEMESIS_GROW_WAIT) => {}
+            }
         }
+        Some(faults.nemesis.run(nemesis_stopped).await)
     };
     let grow_done = async {
-        match grow {
+        let result = match grow {
             Some(grow) => grow.run(grow_stopped, faults.map(|f| &f.nemesis)).await,
             None => Ok(()),
-        }
+        };
+        let _ = grown.send(true);
+        result
     };
     let (ran, faulted, grew) = tokio::join!(workload_done, nemesis_done, grow_done);
     progress.finish_and_clear();

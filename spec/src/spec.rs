@@ -81,6 +81,11 @@ pub struct WorkloadShape {
     /// operation in the history).
     pub batch_fraction: f64,
     pub batch_max: u32,
+    /// The log workload's reads ask for linearizable consistency (the leader confirms it
+    /// still leads and that its high watermark reached its epoch's start), so that the
+    /// checker counts a read that misses an acknowledged write (`stale-read`); at
+    /// default consistency it only reports one. Register reads are always linearizable.
+    pub linearizable_reads: bool,
     /// Create the topic with replication factor 1 and reassign every partition to
     /// `replication_factor` replicas this long after the workload starts (`None`: created
     /// with its replication factor).
@@ -97,6 +102,7 @@ impl Default for WorkloadShape {
             hot_partitions: false,
             batch_fraction: 0.0,
             batch_max: DEFAULT_BATCH_MAX,
+            linearizable_reads: false,
             grow_after: None,
         }
     }
@@ -448,6 +454,9 @@ impl WorkloadShape {
         }
         if self.batch_max != DEFAULT_BATCH_MAX {
             argv.extend(["--batch-max".into(), self.batch_max.to_string()]);
+        }
+        if self.linearizable_reads {
+            argv.push("--linearizable-reads".into());
         }
         if let Some(after) = self.grow_after {
             argv.extend(["--grow-replication-after".into(), format_duration(after)]);

@@ -23,11 +23,22 @@ use super::matrix::{self, Cell};
 use super::night::Night;
 use crate::lifecycle::Broker;
 
-/// The longest client phase of a detection run: short runs mean more fresh clusters
-/// and more fault sequences per hour, but each run also pays 10–20 s of start, heal,
-/// probes and checks (a detection cell's client phase is 15 to 40 s; an RF-1-then-grow
-/// cell grows within its first 5 s).
-const DETECT_MAX_TIME_LIMIT_SECS: f64 = 40.0;
+/// The shortest and longest client phase of a detection run. Short runs mean more fresh
+/// clusters per hour, but each run also pays about 20 s of start, heal, probes (the
+/// one-down probe waits out a session timeout) and checks, and an aimed strike takes 5
+/// to 20 s (a flap that first puts a replica behind waits for the ISR to drop it, up to
+/// the lag time): a phase of 15 to 40 s held one or two strikes, one of 30 to 60 s holds
+/// two to five, for more strikes per hour. An RF-1-then-grow cell grows within its
+/// first 5 s.
+pub const DETECT_TIME_LIMIT_SECS: (f64, f64) = (30.0, 60.0);
+
+/// The share (percent) of drawn detection cells with two copies of each partition that
+/// are kept (the others are drawn again): a third replica is what most of a replicated
+/// log's states need (a follower catching up while leadership moves between two others,
+/// a leader with a choice of followers, a quorum that survives one loss), and Kafka runs
+/// with three. Of the replicated cells the matrix draws a third have two copies; a
+/// search keeps one in six of its runs at two.
+pub const DETECT_RF2_KEPT_PERCENT: u32 = 40;
 
 /// The mean time between a detection cell's nemesis steps, in tenths of a second (1 to
 /// 4 s; the matrix draws 2 to 8 s): a detection run is short, and a fault sequence
@@ -46,6 +57,8 @@ pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
 /// A cell of the matrix whose partitions are replicated, or come to be (RF-1-then-grow):
 /// a cell that keeps one copy of everything has no replication for a bug to break, so
 /// a search spends no time on it. Cells are drawn until one is (from the same seed).
+/// Three copies are preferred: of the cells with two, [`DETECT_RF2_KEPT_PERCENT`] are
+/// kept, the rest drawn again.
 ///
 /// Its faults are a swarm over every package (`--nemesis all --nemesis-swarm P`, P drawn
 /// in [`matrix::SWARM_PERIODS_SECS`]): each period a random subset of them, a quarter of
@@ -56,8 +69,14 @@ pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
 /// steps come [`DETECT_INTERVAL_TENTHS`] apart on average, denser than a night's.
 pub fn draw_replicated(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
     loop {
-        let mut cell = Cell::draw(rng, max_time_limit_secs, max_nodes);
-        if cell.replication_factor >= 2 {
+        let longest = max_time_limit_secs.min(DETECT_TIME_LIMIT_SECS.1);
+        let mut cell = Cell::draw_timed(rng, DETECT_TIME_LIMIT_SECS.0, longest, max_nodes);
+        let kept = match cell.replication_factor {
+            0 | 1 => false,
+            2 => rng.percent(DETECT_RF2_KEPT_PERCENT),
+            _ => true,
+        };
+        if kept {
             cell.nemesis = "all";
             cell.swarm_secs =
                 Some(rng.between(matrix::SWARM_PERIODS_SECS.0, matrix::SWARM_PERIODS_SECS.1));
@@ -105,11 +124,7 @@ pub fn run(
                 if room < matrix::MIN_TIME_LIMIT_SECS {
                     break;
                 }
-                let cell = draw_replicated(
-                    &mut rng,
-                    room.min(DETECT_MAX_TIME_LIMIT_SECS),
-                    night.max_nodes,
-                );
+                let cell = draw_replicated(&mut rng, room, night.max_nodes);
                 result.runs += 1;
                 let id = format!("{}-s{}-r{:02}", bug.to_lowercase(), index + 1, result.runs);
                 let run = run_cell(
@@ -224,12 +239,12 @@ mod tests {
     fn detection_cells_are_short_and_replicated() {
         let mut rng = Rng::new(seed_for(5, "KAFKA-1561", 0));
         let mut again = Rng::new(seed_for(5, "KAFKA-1561", 0));
-        let mut grown = 0;
+        let (mut grown, mut two) = (0, 0);
         for _ in 0..300 {
-            let cell = draw_replicated(&mut rng, DETECT_MAX_TIME_LIMIT_SECS, 5);
+            let cell = draw_replicated(&mut rng, DETECT_TIME_LIMIT_SECS.1, 5);
             assert_eq!(
                 cell,
-                draw_replicated(&mut again, DETECT_MAX_TIME_LIMIT_SECS, 5),
+                draw_replicated(&mut again, DETECT_TIME_LIMIT_SECS.1, 5),
                 "the same seed, the same cells"
             );
             assert!(cell.replication_factor >= 2, "{}", cell.description());
@@ -239,9 +254,11 @@ mod tests {
                 (matrix::SWARM_PERIODS_SECS.0..=matrix::SWARM_PERIODS_SECS.1).contains(&period)
             );
             grown += usize::from(cell.grow_after_secs.is_some());
+            two += usize::from(cell.replication_factor == 2);
             assert!((1.0..=4.0).contains(&cell.nemesis_interval_secs));
             assert!(
-                (15.0..=40.0).contains(&cell.time_limit_secs),
+                (DETECT_TIME_LIMIT_SECS.0..=DETECT_TIME_LIMIT_SECS.1)
+                    .contains(&cell.time_limit_secs),
                 "{}",
                 cell.description()
             );
@@ -250,5 +267,17 @@ mod tests {
             }
         }
         assert!(grown > 0, "RF-1-then-grow cells are searched too");
+        // One in six at two copies: 50 expected of 300.
+        assert!(
+            (25..=80).contains(&two),
+            "{two} of 300 cells with two copies"
+        );
+        // Near the end of a seed's limit a shorter run still fits.
+        let late = draw_replicated(&mut rng, 20.0, 5);
+        assert!(
+            (matrix::MIN_TIME_LIMIT_SECS..=20.0).contains(&late.time_limit_secs),
+            "{}",
+            late.description()
+        );
     }
 }

@@ -88,6 +88,14 @@ pub const BATCH_MAX: u32 = 10;
 /// that a leader alone in its ISR keeps taking writes, and never wipe.
 pub const LOSSY_PROFILE_PERCENT: u32 = 20;
 
+/// The share (percent) of log cells whose reads ask for linearizable consistency
+/// (`--linearizable-reads`): there a read that misses a write acknowledged before it
+/// began counts against validity (`stale-read`), as it does for the register; at the
+/// default consistency the checker only reports it. An acknowledgement given before the
+/// write is committed (one replicated too late, or not at all) shows there at once,
+/// without waiting for a failure to lose it.
+pub const LINEARIZABLE_READS_PERCENT: u32 = 50;
+
 /// Shortest client phase a run gets.
 pub const MIN_TIME_LIMIT_SECS: f64 = 15.0;
 /// Longest client phase a run gets.
@@ -108,6 +116,8 @@ pub struct Cell {
     pub settings: BrokerTimings,
     pub hot_partitions: bool,
     pub batch_fraction: f64,
+    /// The log workload's reads are linearizable ([`LINEARIZABLE_READS_PERCENT`]).
+    pub linearizable_reads: bool,
     /// RF-1-then-grow: seconds after the start at which the topic grows.
     pub grow_after_secs: Option<u64>,
     /// Swarm testing: the period after which the active packages are drawn again.
@@ -141,6 +151,14 @@ impl Cell {
     /// hosts are there (`max_nodes`, at least 3). Every dimension is drawn whatever the
     /// others came to, so a cell's draws do not depend on `max_nodes`.
     pub fn draw(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
+        Cell::draw_timed(rng, MIN_TIME_LIMIT_SECS, max_time_limit_secs, max_nodes)
+    }
+
+    /// [`Cell::draw`] with a client phase between `shortest` and `longest` seconds (both
+    /// kept within [`MIN_TIME_LIMIT_SECS`] and [`MAX_TIME_LIMIT_SECS`]; `longest` wins
+    /// when they cross). The same draws as [`Cell::draw`] in the same order: only the
+    /// phase's span differs.
+    pub fn draw_timed(rng: &mut Rng, shortest: f64, longest: f64, max_nodes: u32) -> Cell {
         let workload = if rng.percent(75) { "log" } else { "register" };
         let nemesis = pick(rng, NEMESIS_MIXES);
         let nodes = if rng.percent(50) || max_nodes < 5 {
@@ -176,11 +194,14 @@ impl Cell {
         let partitions = 1 + rng.below(6) as u32;
         // 2 to 8 s between steps, in tenths.
         let nemesis_interval_secs = (20 + rng.below(61)) as f64 / 10.0;
-        let longest = max_time_limit_secs.clamp(MIN_TIME_LIMIT_SECS, MAX_TIME_LIMIT_SECS);
-        let span = (longest - MIN_TIME_LIMIT_SECS).round() as u64;
-        let time_limit_secs = MIN_TIME_LIMIT_SECS + rng.below(span + 1) as f64;
+        let longest = longest.clamp(MIN_TIME_LIMIT_SECS, MAX_TIME_LIMIT_SECS);
+        let shortest = shortest.clamp(MIN_TIME_LIMIT_SECS, longest);
+        let span = (longest - shortest).round() as u64;
+        let time_limit_secs = shortest + rng.below(span + 1) as f64;
         let seed = rng.next_u64() >> 1;
         let lossy = rng.percent(LOSSY_PROFILE_PERCENT);
+        // Drawn last, so that the dimensions before it draw as they did without it.
+        let linearizable_reads = rng.percent(LINEARIZABLE_READS_PERCENT) && workload == "log";
         // The lossy profile is the Kafka of before KIP-101 with its defaults then:
         // unclean elections and `min.insync.replicas = 1`, so a leader whose ISR shrank
         // to itself goes on acknowledging writes that an unclean election gives up (a
@@ -200,6 +221,7 @@ impl Cell {
             settings,
             hot_partitions,
             batch_fraction,
+            linearizable_reads,
             grow_after_secs,
             swarm_secs,
             lossy,
@@ -223,6 +245,9 @@ impl Cell {
         );
         if self.grow_after_secs.is_some() {
             key.push_str(" rf1-then-grow");
+        }
+        if self.linearizable_reads {
+            key.push_str(" linearizable-reads");
         }
         if self.swarm_secs.is_some() {
             key.push_str(" swarm");
@@ -309,6 +334,7 @@ impl Cell {
                 hot_partitions: self.hot_partitions,
                 batch_fraction: self.batch_fraction,
                 batch_max: BATCH_MAX,
+                linearizable_reads: self.linearizable_reads,
                 grow_after: self.grow_after_secs.map(Duration::from_secs),
             },
         })
@@ -417,6 +443,13 @@ mod tests {
         }
         assert!(cells.iter().any(|c| c.hot_partitions));
         assert!(cells.iter().any(|c| !c.hot_partitions));
+        assert!(cells.iter().any(|c| c.linearizable_reads));
+        assert!(cells
+            .iter()
+            .any(|c| c.workload == "log" && !c.linearizable_reads));
+        assert!(cells
+            .iter()
+            .all(|c| c.workload == "log" || !c.linearizable_reads));
         assert!(cells
             .iter()
             .any(|c| c.grow_after_secs.is_some() && c.min_insync_replicas == 1));
@@ -467,6 +500,26 @@ mod tests {
                 (b.settings, b.grow_after_secs, b.hot_partitions)
             );
         }
+    }
+
+    #[test]
+    fn a_timed_draw_differs_only_in_its_client_phase() {
+        let (mut plain, mut timed) = (Rng::new(9), Rng::new(9));
+        for _ in 0..100 {
+            let a = Cell::draw(&mut plain, 60.0, 5);
+            let b = Cell::draw_timed(&mut timed, 30.0, 60.0, 5);
+            assert!((30.0..=60.0).contains(&b.time_limit_secs), "{b:?}");
+            assert_eq!(
+                Cell {
+                    time_limit_secs: b.time_limit_secs,
+                    ..a
+                },
+                b
+            );
+        }
+        // Crossed bounds: the longest wins.
+        let c = Cell::draw_timed(&mut Rng::new(3), 50.0, 20.0, 5);
+        assert_eq!(c.time_limit_secs, 20.0);
     }
 
     #[test]
