@@ -224,6 +224,7 @@ async fn run_phases(
     let mut faults: Option<Faults> = None;
     let result = async {
         stats.serving_secs = serve(plan, cluster).await?;
+        warn_without_failpoints(plan, cluster).await;
         let connector = cluster.connector(&cluster.target(TOPIC, plan.partitions))?;
         let recorder = Recorder::create(&folder.history())?;
         stats.history_unix_ms = Some(recorder.wall_start_unix_ms());
@@ -376,6 +377,31 @@ async fn serve(plan: &WorkloadPlan, cluster: &Cluster) -> Result<f64> {
         plan.nodes, plan.partitions
     );
     Ok(secs)
+}
+
+/// Says once, before the faults begin, when the plan's packages need failpoints the
+/// cluster's first node does not show (a broker built without `--features
+/// broker/failpoints`): otherwise every slow and aimed fault of the run just fails.
+async fn warn_without_failpoints(plan: &WorkloadPlan, cluster: &Cluster) {
+    let needing: Vec<&str> = plan
+        .nemesis
+        .packages
+        .iter()
+        .filter(|kind| kind.uses_failpoints())
+        .map(|kind| kind.name())
+        .collect();
+    let Some(node) = cluster.node_names().into_iter().next() else {
+        return;
+    };
+    if needing.is_empty() || cluster.api.failpoint_hits(&node).await.is_some() {
+        return;
+    }
+    tracing::warn!(
+        node,
+        packages = needing.join(","),
+        "the broker shows no failpoints (GET /v1/debug/failpoints): built without \
+         `--features broker/failpoints`, it refuses every fault of these packages"
+    );
 }
 
 /// The nemesis of the plan, recording into the history (`None` without faults).

@@ -114,6 +114,12 @@ impl PackageKind {
         }
     }
 
+    /// Whether the package's faults arm the broker's failpoints (a broker built without
+    /// them refuses each such fault).
+    pub fn uses_failpoints(self) -> bool {
+        matches!(self, PackageKind::Slow | PackageKind::Aimed)
+    }
+
     /// The package whose operation has this `f`, if any.
     pub fn of_f(f: &str) -> Option<PackageKind> {
         PackageKind::ALL

@@ -40,6 +40,22 @@ pub const DETECT_TIME_LIMIT_SECS: (f64, f64) = (30.0, 60.0);
 /// search keeps one in six of its runs at two.
 pub const DETECT_RF2_KEPT_PERCENT: u32 = 40;
 
+/// The share (percent) of the detection cells the matrix drew without RF-1-then-grow
+/// that grow their topic all the same: a replication factor that changes under load is
+/// a path of its own through the broker (a leader whose partition was created with one
+/// copy, a replica created mid-stream) that no fault reaches otherwise, and the matrix's
+/// quarter left a 6-minute search of five or six runs without one a fifth of the time.
+/// With it, about 44% of the detection cells grow.
+pub const DETECT_MORE_GROW_PERCENT: u32 = 25;
+
+/// The share (percent) of the detection cells the matrix drew without the lossy
+/// replication profile that run it all the same: it is the one profile in which a
+/// follower can be ahead of its leader (an unclean election), a state of its own that
+/// no other cell reaches, and at the matrix's fifth a 6-minute search of five or six
+/// runs had none a quarter of the time. With it, about 36% of the detection cells are
+/// lossy (judged, as in the matrix, on what that profile still promises).
+pub const DETECT_MORE_LOSSY_PERCENT: u32 = 20;
+
 /// The mean time between a detection cell's nemesis steps, in tenths of a second (1 to
 /// 4 s; the matrix draws 2 to 8 s): a detection run is short, and a fault sequence
 /// needs several faults within it.
@@ -66,7 +82,9 @@ pub fn seed_for(night_seed: u64, bug: &str, index: u32) -> u64 {
 /// package that could bring about a given kind of bug (a controller's soft failure, a
 /// leadership flap); a swarm gives every package periods of its own in every run, and
 /// periods that leave out the faults that would mask another's (Groce et al.). Its
-/// steps come [`DETECT_INTERVAL_TENTHS`] apart on average, denser than a night's.
+/// steps come [`DETECT_INTERVAL_TENTHS`] apart on average, denser than a night's, and
+/// more of the cells grow their topic ([`DETECT_MORE_GROW_PERCENT`]) or are lossy
+/// ([`DETECT_MORE_LOSSY_PERCENT`]).
 pub fn draw_replicated(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
     loop {
         let longest = max_time_limit_secs.min(DETECT_TIME_LIMIT_SECS.1);
@@ -82,6 +100,21 @@ pub fn draw_replicated(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) 
                 Some(rng.between(matrix::SWARM_PERIODS_SECS.0, matrix::SWARM_PERIODS_SECS.1));
             cell.nemesis_interval_secs =
                 rng.between(DETECT_INTERVAL_TENTHS.0, DETECT_INTERVAL_TENTHS.1) as f64 / 10.0;
+            let grow = rng.percent(DETECT_MORE_GROW_PERCENT);
+            let grow_after = rng.between(matrix::GROW_AFTER_SECS.0, matrix::GROW_AFTER_SECS.1);
+            if grow && cell.grow_after_secs.is_none() {
+                // As the matrix's grown cells: never a wipe, a single copy being the
+                // only one until the grow lands.
+                cell.grow_after_secs = Some(grow_after);
+                cell.wipe = false;
+            }
+            let lossy = rng.percent(DETECT_MORE_LOSSY_PERCENT);
+            if lossy && !cell.lossy {
+                // As the matrix's lossy cells: `min_insync_replicas = 1`, never a wipe.
+                cell.lossy = true;
+                cell.min_insync_replicas = 1;
+                cell.wipe = false;
+            }
             return cell;
         }
     }
@@ -239,7 +272,7 @@ mod tests {
     fn detection_cells_are_short_and_replicated() {
         let mut rng = Rng::new(seed_for(5, "KAFKA-1561", 0));
         let mut again = Rng::new(seed_for(5, "KAFKA-1561", 0));
-        let (mut grown, mut two) = (0, 0);
+        let (mut grown, mut two, mut lossy) = (0, 0, 0);
         for _ in 0..300 {
             let cell = draw_replicated(&mut rng, DETECT_TIME_LIMIT_SECS.1, 5);
             assert_eq!(
@@ -255,6 +288,11 @@ mod tests {
             );
             grown += usize::from(cell.grow_after_secs.is_some());
             two += usize::from(cell.replication_factor == 2);
+            lossy += usize::from(cell.lossy);
+            if cell.lossy {
+                assert_eq!(cell.min_insync_replicas, 1, "{}", cell.description());
+                assert!(!cell.wipe, "{}", cell.description());
+            }
             assert!((1.0..=4.0).contains(&cell.nemesis_interval_secs));
             assert!(
                 (DETECT_TIME_LIMIT_SECS.0..=DETECT_TIME_LIMIT_SECS.1)
@@ -264,9 +302,18 @@ mod tests {
             );
             if let Some(after) = cell.grow_after_secs {
                 assert!(after as f64 <= cell.time_limit_secs / 3.0);
+                assert!(!cell.wipe, "{}", cell.description());
             }
         }
-        assert!(grown > 0, "RF-1-then-grow cells are searched too");
+        assert!(
+            (80..=140).contains(&lossy),
+            "{lossy} of 300 cells lossy (108 expected)"
+        );
+        // About 44% grow: 132 expected of 300.
+        assert!(
+            (100..=165).contains(&grown),
+            "{grown} of 300 cells RF-1-then-grow"
+        );
         // One in six at two copies: 50 expected of 300.
         assert!(
             (25..=80).contains(&two),
