@@ -13,6 +13,7 @@
 //! replica_fetch_wait_max_ms = 500
 //! replica_fetch_max_records = 500  # at most this many records per follower fetch (1..=10000)
 //! max_value_bytes = 1048576
+//! enable_failpoints = false        # serve PUT/DELETE /v1/debug/failpoints (a failpoints build only)
 //!
 //! [listeners]                      # this broker's three ports, one per kind of traffic
 //! client = "10.77.0.1:9092"
@@ -101,6 +102,8 @@ struct RawConfig {
     replica_fetch_max_records: usize,
     #[serde(default = "default_max_value_bytes")]
     max_value_bytes: usize,
+    #[serde(default)]
+    enable_failpoints: bool,
     #[serde(default)]
     storage: StorageConfig,
     #[serde(default)]
@@ -241,6 +244,10 @@ pub struct NodeConfig {
     /// follower catch up in many rounds, each with its own high watermark.
     pub replica_fetch_max_records: usize,
     pub max_value_bytes: usize,
+    /// Whether the failpoint endpoints may arm and disarm anything (they exist only in a
+    /// build with the `failpoints` feature): a test harness turns them on, a deployment
+    /// leaves them off.
+    pub enable_failpoints: bool,
     pub storage: StorageConfig,
     pub metadata: MetadataConfig,
     pub controller: ControllerConfig,
@@ -413,6 +420,7 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
         replica_fetch_wait_max_ms: raw.replica_fetch_wait_max_ms,
         replica_fetch_max_records: raw.replica_fetch_max_records,
         max_value_bytes: raw.max_value_bytes,
+        enable_failpoints: raw.enable_failpoints,
         storage: raw.storage,
         metadata,
         controller: raw.controller,

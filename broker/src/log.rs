@@ -33,6 +33,19 @@ pub enum LogError {
     },
 }
 
+/// How many of `records`, from the first, fit in `max_bytes` of values (at least one
+/// when there is one).
+pub fn records_within(records: &[Record], max_bytes: usize) -> usize {
+    let mut total = 0usize;
+    records
+        .iter()
+        .position(|record| {
+            total = total.saturating_add(record.value.len());
+            total > max_bytes
+        })
+        .map_or(records.len(), |over| over.max(1))
+}
+
 /// A partition replica's log: records in `[log_start_offset, log_end_offset)`, plus the
 /// two checkpoints Kafka keeps beside it (high watermark, leader-epoch cache).
 pub trait ReplicaLog {
@@ -45,6 +58,21 @@ pub trait ReplicaLog {
     /// Records from `from` on, at most `max_records` of them. `from` outside
     /// `[log_start_offset, log_end_offset]` is a contract error (callers check first).
     fn read(&self, from: Offset, max_records: usize) -> Result<Vec<Record>, LogError>;
+    /// As [`read`](Self::read), stopping before the record that would take the sum of
+    /// the values' lengths past `max_bytes`; the first record is always returned, however
+    /// large (as Kafka's `fetch.max.bytes`: a record larger than the limit must still get
+    /// through). A log that knows its records' sizes before reading them overrides this,
+    /// so that a bounded read costs only what it returns.
+    fn read_bounded(
+        &self,
+        from: Offset,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Record>, LogError> {
+        let mut records = self.read(from, max_records)?;
+        records.truncate(records_within(&records, max_bytes));
+        Ok(records)
+    }
     /// The leader epoch of the record at `offset`, if held.
     fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch>;
     /// Removes every record at or above `offset` (no-op when `offset >= LEO`).

@@ -583,6 +583,27 @@ mod log {
     }
 
     #[test]
+    fn near_miss_a_read_the_broker_says_a_byte_limit_cut_withholds_nothing() {
+        // The same final read as above, under its max and short of its high watermark,
+        // but its completion says a byte limit stopped it: the next record did not fit.
+        let mut h = Builder::default();
+        h.append(0, 1, 0);
+        h.append(0, 2, 1);
+        let invoke = json!({"key": "t/0", "offset": 0, "final": true});
+        h.invoke_read(1, invoke.clone());
+        let mut body = invoke;
+        body["records"] = json!([[0, 1]]);
+        body["high_watermark"] = json!(2);
+        body["max"] = json!(1000);
+        body["truncated"] = json!(true);
+        h.push(1, OpType::Ok, "read", body);
+        h.final_read(2, 1, &[(1, 2)], 2);
+        let report = h.check();
+        assert_valid(&report);
+        assert_eq!(report.found(AnomalyKind::LostWrite), 0, "{report:#?}");
+    }
+
+    #[test]
     fn near_miss_a_later_read_cut_short_by_its_max_is_monotonic() {
         let mut h = Builder::default();
         h.append(0, 1, 0);

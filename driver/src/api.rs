@@ -74,6 +74,9 @@ impl BrokerApi {
         let http = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
+            // The brokers close a connection idle for 60 s; ours go first, so that a
+            // request never meets a connection the broker is closing.
+            .pool_idle_timeout(std::time::Duration::from_secs(30))
             .build()
             .map_err(|e| DbError::Other(format!("cannot build the HTTP client: {e}")))?;
         Ok(BrokerApi {

@@ -153,6 +153,9 @@ pub fn node_toml(
                 .collect(),
         ),
     );
+    // The harness arms failpoints (slow links, aimed strikes, scenario steps); a setting
+    // may still turn them off.
+    table.insert("enable_failpoints".into(), toml::Value::Boolean(true));
     for setting in settings {
         apply_setting(&mut table, setting)?;
     }

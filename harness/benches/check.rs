@@ -34,6 +34,7 @@ fn settings(model: CheckModel) -> CheckSettings {
         memory_budget_bytes: 4 << 30,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         algorithm: Default::default(),
+        require_ops: true,
     }
 }
 

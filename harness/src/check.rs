@@ -3,7 +3,10 @@
 //! One file prints a summary (anomalies, or the op that could not be linearized); several
 //! print one `PATH<TAB>verdict<TAB>MILLISECONDS` line each, in the order given, checked in
 //! parallel. Exit code: 0 all valid, 1 any invalid, 2 any unknown (none invalid), 3 when a
-//! file could not be read or checked at all.
+//! file could not be read or checked at all (a file with no op in it is no history), or
+//! when standard output could not be written (a full disk). A closed standard output
+//! (`harness check … | head`) only silences the rest of the output: the checks go on and
+//! the exit code is still their verdict.
 
 use anyhow::{bail, Context, Result};
 use checkers::linear::{
@@ -15,6 +18,8 @@ use clap::Args;
 use history::{read_history, Format, History};
 use serde::Serialize;
 use std::collections::BTreeSet;
+use std::fmt;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -49,8 +54,8 @@ pub struct CheckArgs {
     pub init: Option<String>,
 
     /// Give up with `unknown` after this many seconds per file (linearizability search).
-    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
-    pub time_limit: f64,
+    #[arg(long, value_name = "SECS", default_value = "300", value_parser = parse_time_limit)]
+    pub time_limit: Duration,
 
     /// Linearizability: the zone check for plain registers whose read values are each
     /// written once (`zones`, O(n log n)), the Wing–Gong search (`wgl`), or each where it
@@ -59,7 +64,7 @@ pub struct CheckArgs {
     pub algorithm: AlgorithmChoice,
 
     /// Give up with `unknown` when the search's memory estimate passes this many MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 4096)]
+    #[arg(long, value_name = "MIB", default_value_t = 4096, value_parser = parse_memory_limit)]
     pub memory_limit: usize,
 
     /// Also write the full results as JSON to this file.
@@ -69,6 +74,38 @@ pub struct CheckArgs {
 
 pub(crate) fn parse_format(name: &str) -> Result<Format, String> {
     name.parse()
+}
+
+/// The longest `--time-limit`: a year, far beyond any useful search.
+const MAX_TIME_LIMIT_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+fn parse_time_limit(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(secs.is_finite() && secs > 0.0 && secs <= MAX_TIME_LIMIT_SECS) {
+        return Err(format!(
+            "{text:?}: expected seconds above 0 and at most {MAX_TIME_LIMIT_SECS} (a year)"
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// The largest `--memory-limit` in MiB: 1 PiB, so that the byte count cannot overflow.
+const MAX_MEMORY_LIMIT_MIB: usize = 1 << 30;
+
+fn parse_memory_limit(text: &str) -> Result<usize, String> {
+    let mib: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of MiB"))?;
+    if mib == 0 || mib > MAX_MEMORY_LIMIT_MIB {
+        return Err(format!(
+            "{text:?}: expected MiB from 1 to {MAX_MEMORY_LIMIT_MIB}"
+        ));
+    }
+    Ok(mib)
 }
 
 fn parse_algorithm(name: &str) -> Result<AlgorithmChoice, String> {
@@ -173,6 +210,9 @@ pub struct CheckSettings {
     pub threads: usize,
     /// Which linearizability algorithm judges each key.
     pub algorithm: AlgorithmChoice,
+    /// A file with no op in it is an error rather than an empty (valid) history: what
+    /// `harness check` wants of files a user names; a test judging its own run does not.
+    pub require_ops: bool,
 }
 
 impl CheckSettings {
@@ -187,18 +227,16 @@ impl CheckSettings {
         if init.is_some() && args.model == Some(CheckModel::Log) {
             bail!("--init does not apply to --model log");
         }
-        if !(args.time_limit.is_finite() && args.time_limit > 0.0) {
-            bail!("--time-limit must be a positive number of seconds");
-        }
         Ok(CheckSettings {
             format: args.format,
             model: args.model,
             init,
             independent: args.independent,
-            time_limit: Duration::from_secs_f64(args.time_limit),
+            time_limit: args.time_limit,
             memory_budget_bytes: args.memory_limit.saturating_mul(1 << 20),
             threads: available_threads(),
             algorithm: args.algorithm,
+            require_ops: true,
         })
     }
 }
@@ -221,11 +259,19 @@ pub fn check_file(path: &Path, settings: &CheckSettings) -> Result<FileOutcome> 
     let started = Instant::now();
     let file = history_path(path);
     let (mut history, format) = read_history(&file, settings.format)?;
+    if settings.require_ops && history.is_empty() {
+        bail!(
+            "{}: no operation in it: not a history (an empty file, or only blank lines)",
+            file.display()
+        );
+    }
     if settings.independent {
         history = history::independent::lift_independent(&history)?;
     }
     if let Some(torn) = &history.torn_tail {
-        eprintln!(
+        // A closed standard error is no reason to stop checking.
+        let _ = writeln!(
+            io::stderr().lock(),
             "warning: {torn}: incomplete last line dropped (the writer was killed mid-write); \
              checking the {} complete ops before it",
             history.len()
@@ -328,21 +374,62 @@ fn keep_live_results(previous: &Path, results: &mut Results) {
 /// Runs `harness check`; returns the exit code.
 pub fn run(args: &CheckArgs) -> Result<i32> {
     let settings = CheckSettings::from_args(args)?;
-    if let [path] = args.files.as_slice() {
+    let mut stdout = Stdout::default();
+    let code = if let [path] = args.files.as_slice() {
         let mut outcome = check_file(path, &settings)?;
         if path.is_dir() {
             keep_live_results(&path.join("results.json"), &mut outcome.results);
         }
-        print_summary(&outcome);
+        write_summary(&mut stdout, &outcome);
         if path.is_dir() {
             spec::folder::write_json(&path.join("results.json"), &outcome.results)?;
         }
         if let Some(out) = &args.json {
             spec::folder::write_json(out, &outcome.results)?;
         }
-        return Ok(outcome.results.verdict.exit_code());
+        outcome.results.verdict.exit_code()
+    } else {
+        check_many(&mut stdout, &args.files, &settings, args.json.as_deref())?
+    };
+    stdout.finish().context("writing to standard output")?;
+    Ok(code)
+}
+
+/// Standard output for reports that must not panic when it cannot be written (as
+/// `println!` does): once a reader closed the pipe (`| head`), the rest is dropped in
+/// silence; any other error (a full disk) is kept for [`Stdout::finish`], and nothing more
+/// is written after it.
+#[derive(Default)]
+pub(crate) struct Stdout {
+    closed: bool,
+    error: Option<io::Error>,
+}
+
+impl Stdout {
+    /// Writes one line.
+    pub(crate) fn line(&mut self, text: fmt::Arguments<'_>) {
+        if self.closed || self.error.is_some() {
+            return;
+        }
+        let mut out = io::stdout().lock();
+        let written = out
+            .write_fmt(text)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        match written {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => self.closed = true,
+            Err(e) => self.error = Some(e),
+        }
     }
-    check_many(&args.files, &settings, args.json.as_deref())
+
+    /// The first write error other than a closed pipe.
+    pub(crate) fn finish(self) -> io::Result<()> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -398,10 +485,22 @@ pub fn check_files(
     outcomes.into_iter().flatten().collect()
 }
 
-fn check_many(files: &[PathBuf], settings: &CheckSettings, json: Option<&Path>) -> Result<i32> {
+fn check_many(
+    stdout: &mut Stdout,
+    files: &[PathBuf],
+    settings: &CheckSettings,
+    json: Option<&Path>,
+) -> Result<i32> {
     let outcomes = check_files(files, settings, |path, outcome| match outcome {
-        Ok(o) => println!("{}\t{}\t{}", path.display(), o.results.verdict, o.millis),
-        Err(e) => eprintln!("error: {}: {e:#}", path.display()),
+        Ok(o) => stdout.line(format_args!(
+            "{}\t{}\t{}",
+            path.display(),
+            o.results.verdict,
+            o.millis
+        )),
+        Err(e) => {
+            let _ = writeln!(io::stderr().lock(), "error: {}: {e:#}", path.display());
+        }
     });
     let mut verdicts = Vec::new();
     let mut ok_outcomes = Vec::new();
@@ -441,27 +540,33 @@ fn check_many(files: &[PathBuf], settings: &CheckSettings, json: Option<&Path>) 
 /// How many instances of one anomaly kind the terminal summary shows.
 const SHOWN_PER_KIND: usize = 5;
 
+/// Prints a file's summary to standard output (a closed or full one is not an error of
+/// the caller: its results are in its files).
 pub(crate) fn print_summary(outcome: &FileOutcome) {
-    println!(
+    write_summary(&mut Stdout::default(), outcome);
+}
+
+fn write_summary(out: &mut Stdout, outcome: &FileOutcome) {
+    out.line(format_args!(
         "history: {} ({}, {} ops)",
         outcome.path.display(),
         outcome.format,
         outcome.ops
-    );
-    println!("model: {}", outcome.model);
+    ));
+    out.line(format_args!("model: {}", outcome.model));
     if let Some(report) = &outcome.log {
-        print_log_summary(report);
+        write_log_summary(out, report);
     }
     if let Some(report) = &outcome.linear {
-        print_linear_summary(report);
+        write_linear_summary(out, report);
     }
-    println!("checked in {} ms", outcome.millis);
-    println!("verdict: {}", outcome.results.verdict);
+    out.line(format_args!("checked in {} ms", outcome.millis));
+    out.line(format_args!("verdict: {}", outcome.results.verdict));
 }
 
-fn print_log_summary(report: &LogReport) {
+fn write_log_summary(out: &mut Stdout, report: &LogReport) {
     if report.anomalies.is_empty() {
-        println!("anomalies: none");
+        out.line(format_args!("anomalies: none"));
         return;
     }
     for kind in AnomalyKind::ALL {
@@ -475,54 +580,64 @@ fn print_log_summary(report: &LogReport) {
             c if c == found => String::new(),
             c => format!(" ({c} counted against validity)"),
         };
-        println!("{kind}: {found} found{note}");
+        out.line(format_args!("{kind}: {found} found{note}"));
         let shown = report.anomalies.iter().filter(|a| a.kind == kind);
         for anomaly in shown.take(SHOWN_PER_KIND) {
             let ops: Vec<String> = anomaly.ops.iter().map(u64::to_string).collect();
-            println!("  {} [ops {}]", anomaly.explanation, ops.join(", "));
+            out.line(format_args!(
+                "  {} [ops {}]",
+                anomaly.explanation,
+                ops.join(", ")
+            ));
         }
         if found > SHOWN_PER_KIND {
-            println!("  ... and {} more (see --json)", found - SHOWN_PER_KIND);
+            out.line(format_args!(
+                "  ... and {} more (see --json)",
+                found - SHOWN_PER_KIND
+            ));
         }
     }
 }
 
-fn print_linear_summary(report: &LinearReport) {
-    println!(
+fn write_linear_summary(out: &mut Stdout, report: &LinearReport) {
+    out.line(format_args!(
         "operations: {} in {} partition(s), {} checked",
         report.operations, report.partitions, report.partitions_checked
-    );
+    ));
     let by_zones = report
         .algorithms
         .iter()
         .filter(|p| p.algorithm == Algorithm::Zones)
         .count();
-    println!(
+    out.line(format_args!(
         "algorithms: {by_zones} partition(s) by zones, {} by wgl",
         report.algorithms.len() - by_zones
-    );
+    ));
     if let Some(reason) = &report.reason {
-        println!("undecided: {reason}");
+        out.line(format_args!("undecided: {reason}"));
     }
     if let Some(failure) = &report.failure {
         if let Some(key) = &failure.key {
-            println!("not linearizable: key {key} ({})", failure.algorithm);
+            out.line(format_args!(
+                "not linearizable: key {key} ({})",
+                failure.algorithm
+            ));
         } else {
-            println!("not linearizable ({})", failure.algorithm);
+            out.line(format_args!("not linearizable ({})", failure.algorithm));
         }
         if failure.conflict.is_some() {
-            println!("  {}", failure.unplaced_description);
+            out.line(format_args!("  {}", failure.unplaced_description));
             return;
         }
-        println!(
+        out.line(format_args!(
             "  longest linearizable prefix: {} ops{}",
             failure.longest_prefix.len(),
             prefix_preview(&failure.longest_prefix)
-        );
-        println!(
+        ));
+        out.line(format_args!(
             "  could not place op {}: {}",
             failure.unplaced, failure.unplaced_description
-        );
+        ));
     }
 }
 

@@ -320,6 +320,7 @@ pub fn check_settings_for(
         memory_budget_bytes,
         threads,
         algorithm: Default::default(),
+        require_ops: false,
     }
 }
 

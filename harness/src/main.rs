@@ -4,6 +4,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::Parser;
 use harness::cli::{Cli, Command};
 use harness::EXIT_TOOL_ERROR;
+use std::io::Write;
 use tracing_subscriber::EnvFilter;
 
 fn main() {
@@ -42,7 +43,8 @@ fn main() {
     match outcome {
         Ok(code) => std::process::exit(code),
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // A closed standard error must not turn a tool error into a panic.
+            let _ = writeln!(std::io::stderr().lock(), "error: {error:#}");
             std::process::exit(EXIT_TOOL_ERROR);
         }
     }

@@ -6,12 +6,18 @@
 //!
 //! Paths are percent-decoded, then refused (400) if a segment is empty, `.` or `..`;
 //! what remains is resolved with symlinks followed and must still lie inside the store,
-//! or it is not found (404). Files are read whole (no range requests).
-use std::io::ErrorKind;
+//! or it is not found (404). Only regular files are served (a FIFO, a socket or a device
+//! in the store is not found), streamed in chunks as the browser takes them (no range
+//! requests). The listener has the bounds of [`serving::Limits`]: a connection cap, and
+//! timeouts on request heads, answers and stalled downloads.
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use anyhow::{Context, Result};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
@@ -55,13 +61,18 @@ pub fn run(args: &ServeArgs) -> Result<i32> {
             .local_addr()
             .context("cannot read the bound address")?;
         println!("serving {} at http://{addr}/", args.store.display());
-        axum::serve(listener, router(store))
-            .with_graceful_shutdown(ctrl_c())
-            .await
-            .context("the server failed")?;
+        serving::serve(listener, router(store), limits(), ctrl_c()).await;
         println!("stopped");
         Ok(0)
     })
+}
+
+/// The listener's bounds: the defaults, with fewer connections (a browser opens a few).
+fn limits() -> serving::Limits {
+    serving::Limits {
+        max_connections: 256,
+        ..serving::Limits::default()
+    }
 }
 
 /// Resolves on Ctrl-C; never, should the handler not install.
@@ -99,7 +110,8 @@ async fn index(State(root): State<Arc<PathBuf>>) -> Response {
 #[derive(Debug)]
 enum Reply {
     File {
-        bytes: Vec<u8>,
+        file: std::fs::File,
+        len: u64,
         content_type: &'static str,
     },
     Listing(String),
@@ -117,7 +129,8 @@ async fn file(State(root): State<Arc<PathBuf>>, uri: Uri) -> Response {
     let reply = tokio::task::spawn_blocking(move || lookup(&root, &segments, wants_folder)).await;
     match reply {
         Ok(Ok(Reply::File {
-            bytes,
+            file,
+            len,
             content_type,
         })) => no_cache(
             (
@@ -125,7 +138,7 @@ async fn file(State(root): State<Arc<PathBuf>>, uri: Uri) -> Response {
                     (header::CONTENT_TYPE, content_type),
                     (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
                 ],
-                bytes,
+                Body::new(FileBody::new(tokio::fs::File::from_std(file), len)),
             )
                 .into_response(),
         ),
@@ -197,16 +210,102 @@ fn lookup(root: &Path, segments: &[String], wants_folder: bool) -> std::io::Resu
     if wants_folder {
         return Ok(Reply::NotFound);
     }
-    let bytes = match std::fs::read(&resolved) {
-        Ok(bytes) => bytes,
+    // Only regular files: opening a FIFO would wait for a writer, a device may never end.
+    // (`is_dir` above and `metadata` here follow the path's symlinks, as `canonicalize` did.)
+    match std::fs::metadata(&resolved) {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Ok(Reply::NotFound),
+        Err(e) if is_missing(&e) => return Ok(Reply::NotFound),
+        Err(e) => return Err(e),
+    }
+    let mut file = match std::fs::File::open(&resolved) {
+        Ok(file) => file,
         Err(e) if is_missing(&e) => return Ok(Reply::NotFound),
         Err(e) => return Err(e),
     };
-    let content_type = content_type(&resolved, &bytes);
+    // What was opened, not what the path named a moment earlier.
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(Reply::NotFound);
+    }
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    (&mut file)
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut head)?;
+    file.seek(SeekFrom::Start(0))?;
     Ok(Reply::File {
-        bytes,
-        content_type,
+        file,
+        len: meta.len(),
+        content_type: content_type(&resolved, &head),
     })
+}
+
+/// How much of a file of unknown extension is looked at to tell text from bytes.
+const SNIFF_BYTES: usize = 8192;
+
+/// How much of a file one chunk of its response carries.
+const CHUNK_BYTES: usize = 64 << 10;
+
+/// A file's first `len` bytes as a response body, read a chunk at a time as the peer
+/// takes them, so that a large history costs one chunk of memory per download. A file
+/// that grows meanwhile (a running test's history) is sent as it was when opened; one
+/// that shrinks ends the response with an error (the peer sees it cut short).
+struct FileBody {
+    file: tokio::fs::File,
+    remaining: u64,
+    chunk: Vec<u8>,
+}
+
+impl FileBody {
+    fn new(file: tokio::fs::File, len: u64) -> FileBody {
+        FileBody {
+            file,
+            remaining: len,
+            chunk: Vec::new(),
+        }
+    }
+}
+
+impl http_body::Body for FileBody {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        if this.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        let want = usize::try_from(this.remaining).map_or(CHUNK_BYTES, |r| r.min(CHUNK_BYTES));
+        this.chunk.resize(want, 0);
+        let mut buf = tokio::io::ReadBuf::new(&mut this.chunk);
+        match tokio::io::AsyncRead::poll_read(Pin::new(&mut this.file), cx, &mut buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(Ok(())) => {
+                let read = buf.filled().len();
+                if read == 0 {
+                    return Poll::Ready(Some(Err(std::io::Error::new(
+                        ErrorKind::UnexpectedEof,
+                        "the file shrank while it was sent",
+                    ))));
+                }
+                this.remaining -= read as u64;
+                let data = bytes::Bytes::copy_from_slice(&this.chunk[..read]);
+                Poll::Ready(Some(Ok(http_body::Frame::data(data))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.remaining)
+    }
 }
 
 fn is_missing(e: &std::io::Error) -> bool {
@@ -274,6 +373,7 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::SocketAddr;
+    use std::time::Duration;
 
     /// A fresh folder under the system temp folder, removed on drop.
     struct Temp(PathBuf);
@@ -332,7 +432,12 @@ mod tests {
     async fn start(store: PathBuf) -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, router(store)).await });
+        tokio::spawn(serving::serve(
+            listener,
+            router(store),
+            limits(),
+            std::future::pending(),
+        ));
         addr
     }
 
@@ -484,6 +589,41 @@ mod tests {
             assert_eq!(status, 404, "{target}: {response}");
             assert!(!response.contains("TOP SECRET"));
         }
+    }
+
+    #[tokio::test]
+    async fn only_regular_files_are_served_and_large_ones_whole() {
+        let tmp = sample();
+        let run = tmp.0.join("store").join(RUN);
+        // A FIFO nobody writes to: opening it would wait for ever.
+        let fifo = run.join("pipe.jsonl");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        std::os::unix::fs::symlink("/dev/zero", run.join("zero.log")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", tmp.0.join("store/dev-zero")).unwrap();
+        let big: String = (0..200_000).map(|i| format!("{i:09}\n")).collect();
+        tmp.file(&format!("store/{RUN}/big.jsonl"), &big);
+        let addr = start(tmp.0.join("store")).await;
+        for path in [
+            format!("/{RUN}/pipe.jsonl"),
+            format!("/{RUN}/zero.log"),
+            "/dev-zero".to_string(),
+        ] {
+            let response = tokio::time::timeout(Duration::from_secs(5), get(addr, &path))
+                .await
+                .expect("answered at once");
+            assert_eq!(response.status(), 404, "{path}");
+        }
+        let response = get(addr, &format!("/{RUN}/big.jsonl")).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers()["content-length"],
+            big.len().to_string().as_str()
+        );
+        assert_eq!(response.text().await.unwrap(), big);
     }
 
     #[test]

@@ -458,3 +458,113 @@ fn an_undecidable_search_exits_two_with_its_reason() {
         "{text}"
     );
 }
+
+#[test]
+fn files_that_are_no_history_are_errors_never_valid() {
+    let scratch = Scratch::new("hostile");
+    let cases = [
+        // Garbage with no newline once passed as "a torn last line" of an empty history.
+        (
+            scratch.file("g.jsonl", "this is total garbage, not json"),
+            "g.jsonl:1: not a history line (no complete op line before it)",
+        ),
+        (
+            scratch.file("empty.jsonl", "\n\n"),
+            "empty.jsonl: no operation in it",
+        ),
+        (
+            scratch.file(
+                "dup.jsonl",
+                concat!(
+                    r#"{"index":0,"process":0,"type":"invoke","f":"read","value":null}"#,
+                    "\n",
+                    r#"{"index":1,"process":0,"type":"ok","f":"read","value":null}"#,
+                    "\n",
+                    r#"{"index":1,"process":1,"type":"invoke","f":"read","value":null}"#,
+                    "\n",
+                ),
+            ),
+            "dup.jsonl:3: op index 1 repeats the index 1",
+        ),
+        (
+            scratch.file(
+                "down.edn",
+                "{:index 5 :process 0 :type :invoke :f :read :value nil}\n{:index 2 :process 0 :type :ok :f :read :value nil}\n",
+            ),
+            "down.edn:2: op index 2 is below the index 5",
+        ),
+        // An endless device: refused once a line passes the limit, not read until killed.
+        (PathBuf::from("/dev/zero"), "/dev/zero:1: line longer than"),
+    ];
+    for (path, expected) in &cases {
+        let out = harness(&["check", path.to_str().unwrap(), "--model", "register"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{}: {err}", path.display());
+        assert!(err.contains(expected), "{}: {err}", path.display());
+        assert!(!stdout(&out).contains("verdict"), "{}", stdout(&out));
+    }
+}
+
+#[test]
+fn numeric_flags_are_checked_when_parsed() {
+    let scratch = Scratch::new("flags");
+    let path = scratch.file("history.jsonl", &generated_log_history(2));
+    let path = path.to_str().unwrap();
+    for (flag, value) in [
+        ("--time-limit", "1e300"),
+        ("--time-limit", "NaN"),
+        ("--time-limit", "-1"),
+        ("--time-limit", "0"),
+        ("--time-limit", "soon"),
+        ("--memory-limit", "0"),
+        ("--memory-limit", "99999999999999999999"),
+    ] {
+        // `--flag=value`: a value like `-1` is then the flag's, not an option of its own.
+        let out = harness(&["check", path, &format!("{flag}={value}")]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+        assert!(!err.contains("panicked"), "{flag} {value}: {err}");
+    }
+    let out = harness(&["check", path, "--time-limit", "0.5", "--memory-limit", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_closed_or_full_stdout_ends_without_a_panic() {
+    let scratch = Scratch::new("stdout");
+    let path = scratch.file("history.jsonl", &generated_log_history(3));
+    let path = path.to_str().unwrap().to_string();
+    let mut args = vec!["check".to_string()];
+    args.extend((0..40).map(|_| path.clone()));
+
+    // A reader that went away (`| head -1`): the output stops, the verdict stays.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the harness binary runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("waits");
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+
+    // A full disk: a tool error that says what failed, for one file and for many.
+    for args in [vec!["check".to_string(), path.clone()], args] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(&args)
+            .stdout(full)
+            .output()
+            .expect("the harness binary runs");
+        let err = stderr(&out);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains("writing to standard output"), "{err}");
+    }
+}

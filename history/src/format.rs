@@ -70,13 +70,17 @@ impl Format {
     }
 
     /// Parses `text` in this format; `source` names it in errors.
+    /// Ops whose indices do not go strictly up are an error
+    /// ([`History::check_index_order`]).
     pub fn parse(self, source: &str, text: &str) -> Result<History, HistoryError> {
-        match self {
+        let history = match self {
             Format::Jsonl => jsonl::parse_jsonl(source, text),
             Format::JepsenEdn => jepsen::parse_jepsen_edn(source, text),
             Format::PorcupineEtcd => porcupine::parse_etcd_log(source, text),
             Format::PorcupineKv => porcupine::parse_kv(source, text),
-        }
+        }?;
+        history.check_index_order()?;
+        Ok(history)
     }
 }
 
@@ -103,7 +107,7 @@ pub fn read_history(
     path: &Path,
     format: Option<Format>,
 ) -> Result<(History, Format), HistoryError> {
-    let text = std::fs::read_to_string(path).map_err(|e| HistoryError::io(path, e))?;
+    let text = crate::text::read_text(path)?;
     let source = path.display().to_string();
     let format = match format.or_else(|| Format::guess(path, &text)) {
         Some(format) => format,

@@ -1,7 +1,7 @@
 //! A whole history in memory, remembering where each op came from so that errors and
 //! reports can point at a file and line.
 
-use crate::error::Location;
+use crate::error::{HistoryError, Location};
 use crate::op::Op;
 
 /// The ops of one history, in order of occurrence, with their source lines.
@@ -61,6 +61,27 @@ impl History {
         }
     }
 
+    /// Checks that op indices go strictly up along the history, as every writer of a
+    /// history numbers them: a repeated or decreasing index means ops were duplicated,
+    /// reordered or spliced from two files, and no checker could judge that safely.
+    pub fn check_index_order(&self) -> Result<(), HistoryError> {
+        for (i, pair) in self.ops.windows(2).enumerate() {
+            let (before, op) = (pair[0].index, pair[1].index);
+            if op > before {
+                continue;
+            }
+            let what = if op == before { "repeats" } else { "is below" };
+            return Err(HistoryError::invalid(
+                self.locate(i + 1),
+                format!(
+                    "op index {op} {what} the index {before} of the op before it \
+                     (a history's indices go strictly up)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Client ops only (nemesis ops removed), keeping positions consistent with `lines`.
     pub fn without_nemesis(&self) -> History {
         let mut ops = Vec::with_capacity(self.ops.len());
@@ -79,5 +100,40 @@ impl History {
             lines,
             torn_tail: self.torn_tail.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op::{OpType, Process};
+    use serde_json::Value;
+
+    fn with_indices(indices: &[u64]) -> History {
+        let ops = indices
+            .iter()
+            .map(|&i| {
+                crate::op::Op::new(i, Process::Client(0), OpType::Invoke, "read", Value::Null)
+            })
+            .collect();
+        let lines = (1..=indices.len()).collect();
+        History::from_source("h.jsonl", ops, lines)
+    }
+
+    #[test]
+    fn indices_must_go_strictly_up() {
+        assert!(with_indices(&[0, 1, 5, 9]).check_index_order().is_ok());
+        assert!(with_indices(&[]).check_index_order().is_ok());
+        let err = with_indices(&[0, 1, 1, 2]).check_index_order().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "h.jsonl:3: op index 1 repeats the index 1 of the op before it (a history's indices go strictly up)"
+        );
+        let err = with_indices(&[0, 4, 2]).check_index_order().unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("h.jsonl:3: op index 2 is below the index 4"),
+            "{err}"
+        );
     }
 }

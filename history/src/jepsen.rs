@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// Reads a Jepsen EDN history file.
 pub fn read_jepsen_edn(path: &Path) -> Result<History, HistoryError> {
-    let text = std::fs::read_to_string(path).map_err(|e| HistoryError::io(path, e))?;
+    let text = crate::text::read_text(path)?;
     parse_jepsen_edn(&path.display().to_string(), &text)
 }
 

@@ -44,8 +44,10 @@ struct LineOp {
 
 /// Reads a JSONL history file.
 pub fn read_jsonl(path: &Path) -> Result<History, HistoryError> {
-    let text = std::fs::read_to_string(path).map_err(|e| HistoryError::io(path, e))?;
-    parse_jsonl(&path.display().to_string(), &text)
+    let text = crate::text::read_text(path)?;
+    let history = parse_jsonl(&path.display().to_string(), &text)?;
+    history.check_index_order()?;
+    Ok(history)
 }
 
 /// Texts below this size are parsed on one thread; above it, in one chunk per core.
@@ -116,6 +118,14 @@ pub fn parse_jsonl(source: &str, text: &str) -> Result<History, HistoryError> {
             lines.push(lines_before + line);
         }
         lines_before += chunk_text.bytes().filter(|&b| b == b'\n').count();
+    }
+    if let (true, Some(torn)) = (ops.is_empty(), torn_tail.as_ref()) {
+        // A writer killed mid-write leaves its last line cut short after complete ones;
+        // text with no complete op line at all is no history.
+        return Err(HistoryError::parse(
+            torn.clone(),
+            "not a history line (no complete op line before it)",
+        ));
     }
     let mut history = History::from_source(source, ops, lines);
     history.torn_tail = torn_tail;
@@ -447,6 +457,21 @@ mod tests {
         let broken = whole.replacen("\"f\":\"append\"", "\"f\":", 1);
         let err = parse_jsonl("h.jsonl", &broken).unwrap_err().to_string();
         assert!(err.starts_with("h.jsonl:1: bad history line"), "{err}");
+    }
+
+    #[test]
+    fn a_torn_line_with_nothing_before_it_is_no_history() {
+        let err = parse_jsonl("g.jsonl", "this is total garbage, not json")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "g.jsonl:1: not a history line (no complete op line before it)"
+        );
+        let err = parse_jsonl("g.jsonl", "\n\n{\"index\":0,\"proc")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("g.jsonl:3: not a history line"), "{err}");
     }
 
     #[test]

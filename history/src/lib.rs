@@ -8,6 +8,7 @@
 //! - [`jepsen`], [`porcupine`]: importers (and the Jepsen EDN exporter).
 //! - [`format`]: which format a file is in, and reading any of them.
 //! - [`independent`]: Jepsen `[key value]` tuple histories lifted to our keyed shape.
+//! - [`text`]: a file's text, read with its memory bounded per line.
 //!
 //! Architecture invariant: this crate knows nothing of brokers, checkers or reports; it
 //! never panics on input, and every error names a file and line.
@@ -22,6 +23,7 @@ pub mod jsonl;
 pub mod op;
 pub mod pairing;
 pub mod porcupine;
+pub mod text;
 
 pub use error::{HistoryError, Location};
 pub use format::{read_history, Format};

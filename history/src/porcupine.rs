@@ -20,7 +20,7 @@ const LOGGER: &str = "jepsen.util";
 
 /// Reads a Porcupine etcd log (`etcd_*.log`).
 pub fn read_etcd_log(path: &Path) -> Result<History, HistoryError> {
-    let text = std::fs::read_to_string(path).map_err(|e| HistoryError::io(path, e))?;
+    let text = crate::text::read_text(path)?;
     parse_etcd_log(&path.display().to_string(), &text)
 }
 
@@ -141,7 +141,7 @@ fn next_field(text: &str) -> Option<(&str, &str)> {
 
 /// Reads a Porcupine kv history (`kv/*.txt`).
 pub fn read_kv(path: &Path) -> Result<History, HistoryError> {
-    let text = std::fs::read_to_string(path).map_err(|e| HistoryError::io(path, e))?;
+    let text = crate::text::read_text(path)?;
     parse_kv(&path.display().to_string(), &text)
 }
 

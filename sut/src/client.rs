@@ -158,6 +158,9 @@ pub struct ReadReply {
     /// The record limit the system applied.
     #[serde(default)]
     pub max: Option<u64>,
+    /// A byte limit of the system cut the reply short of `max` and of the high watermark.
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 impl ReadReply {
@@ -308,6 +311,7 @@ mod tests {
             log_start_offset: None,
             leader_epoch: None,
             max: None,
+            truncated: false,
         };
         assert_eq!(reply.end(0), 6);
         assert_eq!(

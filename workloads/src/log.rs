@@ -11,7 +11,7 @@
 //! A batch of appends (`--batch-fraction`) is one produce request recorded as one
 //! `append` per value, with the rows above ([`crate::record_batch`]).
 //! | read invoke, fail | `{"key": "t/0", "offset": 0}` (+ `"consistency": "linearizable"`, `"final": true` when so) |
-//! | read ok | the invoke's fields + `"records": [[offset, value], ...]`, `"high_watermark"`, `"log_start_offset"`, `"max"` |
+//! | read ok | the invoke's fields + `"records": [[offset, value], ...]`, `"high_watermark"`, `"log_start_offset"`, `"max"`, and `"truncated": true` when a byte limit of the broker cut it |
 //!
 //! `max` is the limit the broker applied (its answer's `max`), so the checker can tell a
 //! read cut short by its limit from one that withheld records. It is not in the invoke:
@@ -217,6 +217,9 @@ pub async fn read(
                 value.insert("log_start_offset".into(), json!(start));
             }
             value.insert("max".into(), json!(summary.max));
+            if reply.truncated {
+                value.insert("truncated".into(), json!(true));
+            }
             recorder.complete(invocation, Outcome::Ok, Value::Object(value), None)?;
             Ok(Ok(summary))
         }

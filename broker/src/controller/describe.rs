@@ -105,6 +105,7 @@ mod tests {
             id: 2,
             replication: "127.0.0.1:9093".parse().unwrap_or_else(|_| unreachable!()),
             metadata: "127.0.0.1:9094".parse().unwrap_or_else(|_| unreachable!()),
+            log_failures: Vec::new(),
         };
         create(
             &mut state,

@@ -135,10 +135,15 @@ impl From<LayoutError> for Failure {
 /// registration (a broker epoch, as KIP-380's czxid).
 type LiveBrokers = BTreeMap<BrokerId, LogIndex>;
 
+/// The log failures the registrations report: (broker, partition) → (how many times
+/// it failed, whether it is offline now).
+type LogFailures = BTreeMap<(BrokerId, TopicPartition), (u64, bool)>;
+
 /// The state of one controller tenure.
 struct Active {
     writer: Writer,
     live: LiveBrokers,
+    log_failures: LogFailures,
     senders: Senders,
     reassignments: BTreeMap<TopicPartition, PendingReassignment>,
 }
@@ -150,6 +155,15 @@ impl Active {
 
     fn live_set(&self) -> BTreeSet<BrokerId> {
         self.live.keys().copied().collect()
+    }
+
+    /// The live brokers whose replica of `tp` can serve: not offline after a log failure.
+    fn live_for(&self, tp: &TopicPartition) -> BTreeSet<BrokerId> {
+        self.live
+            .keys()
+            .copied()
+            .filter(|&broker| serving(&self.log_failures, broker, tp))
+            .collect()
     }
 }
 
@@ -416,6 +430,7 @@ impl Controller {
         self.active = Some(Active {
             writer,
             live: LiveBrokers::new(),
+            log_failures: LogFailures::new(),
             senders: Senders::new(&self.config, self.metadata.clone()),
             reassignments: BTreeMap::new(),
         });
@@ -427,27 +442,41 @@ impl Controller {
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
-        let (live, partitions) = active
+        let (live, failures, partitions) = active
             .writer
-            .read(|state| Ok::<_, LayoutError>((live_brokers(state)?, all_partitions(state)?)))
+            .read(|state| {
+                Ok::<_, LayoutError>((
+                    live_brokers(state)?,
+                    log_failures(state)?,
+                    all_partitions(state)?,
+                ))
+            })
             .await??;
         for &broker in live.keys() {
             active.senders.start(broker);
         }
         active.live = live;
-        let live = active.live_set();
+        active.log_failures = failures;
+        let all_live = active.live_set();
+        let serving: BTreeMap<&TopicPartition, BTreeSet<BrokerId>> = partitions
+            .keys()
+            .map(|tp| (tp, active.live_for(tp)))
+            .collect();
         let epoch = active.epoch();
-        self.shared.set_live_brokers(live.iter().copied().collect());
+        self.shared
+            .set_live_brokers(all_live.iter().copied().collect());
+        let live = all_live;
         let unclean = self.config.unclean_leader_election;
         let mut outbox = Outbox::new();
         let mut announced = BTreeSet::new();
         for (tp, current) in &partitions {
+            let live = serving.get(tp).unwrap_or(&live);
             if current.state.leader.is_some_and(|l| live.contains(&l)) {
                 continue;
             }
             if let Some(written) = self
                 .update_partition(tp, |state| {
-                    decisions::elect_leaderless(state, &live, unclean, epoch)
+                    decisions::elect_leaderless(state, live, unclean, epoch)
                 })
                 .await?
             {
@@ -507,7 +536,10 @@ impl Controller {
         let Some(active) = self.active.as_mut() else {
             return Ok(());
         };
-        let current = active.writer.read(live_brokers).await??;
+        let (current, failures) = active
+            .writer
+            .read(|state| Ok::<_, LayoutError>((live_brokers(state)?, log_failures(state)?)))
+            .await??;
         let dead: BTreeSet<BrokerId> = active
             .live
             .iter()
@@ -519,7 +551,12 @@ impl Controller {
             .filter(|(id, index)| active.live.get(id) != Some(index))
             .map(|(id, _)| *id)
             .collect();
+        let previous = std::mem::replace(&mut active.log_failures, failures);
+        let (failed, back) = log_failure_news(&previous, &active.log_failures, &current, &born);
         if dead.is_empty() && born.is_empty() {
+            if !failed.is_empty() || !back.is_empty() {
+                self.on_log_failures(&failed, &back).await?;
+            }
             return Ok(());
         }
         tracing::info!(
@@ -543,6 +580,101 @@ impl Controller {
         if !born.is_empty() {
             self.on_brokers_started(&born).await?;
         }
+        if !failed.is_empty() || !back.is_empty() {
+            self.on_log_failures(&failed, &back).await?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's log-dir failure handling: the replicas of `failed` lost their log, so
+    /// each partition's leadership moves away from them (and they leave its ISR) as if
+    /// their brokers had died for it alone; the replicas of `back` have their log open
+    /// again, with no role, and are told the partition's state (a leader is elected if it
+    /// has none).
+    async fn on_log_failures(
+        &mut self,
+        failed: &BTreeMap<TopicPartition, BTreeSet<BrokerId>>,
+        back: &BTreeMap<TopicPartition, BTreeSet<BrokerId>>,
+    ) -> Result<(), ControllerError> {
+        let Some(active) = self.active.as_ref() else {
+            return Ok(());
+        };
+        let partitions = active.writer.read(all_partitions).await??;
+        let epoch = active.epoch();
+        let unclean = self.config.unclean_leader_election;
+        let affected: BTreeSet<&TopicPartition> = failed.keys().chain(back.keys()).collect();
+        let serving: BTreeMap<&TopicPartition, BTreeSet<BrokerId>> = affected
+            .iter()
+            .map(|&tp| (tp, active.live_for(tp)))
+            .collect();
+        let mut outbox = Outbox::new();
+        for tp in affected {
+            let Some(current) = partitions.get(tp) else {
+                continue;
+            };
+            let live = serving.get(tp).cloned().unwrap_or_default();
+            let mut latest = current.clone();
+            let mut told_all = false;
+            if let Some(failing) = failed.get(tp) {
+                let others: BTreeSet<BrokerId> = live.difference(failing).copied().collect();
+                match self
+                    .update_partition(tp, |state| {
+                        decisions::after_broker_failure(state, failing, &others, unclean, epoch)
+                    })
+                    .await
+                {
+                    Ok(Some(written)) => {
+                        tracing::info!(broker = self.broker_id(), partition = ?tp, failing = ?failing,
+                            state = ?written.state, "partition state changed after a log failure");
+                        self.announce(tp, &written, written.state.replicas.clone(), &mut outbox);
+                        latest = written;
+                        told_all = true;
+                    }
+                    Ok(None) => {}
+                    Err(error) if error.is_fenced() => {
+                        self.flush(outbox).await;
+                        return Err(error);
+                    }
+                    Err(error) => {
+                        tracing::warn!(broker = self.broker_id(), partition = ?tp, %error,
+                            "cannot handle the log failure for this partition");
+                    }
+                }
+            }
+            let Some(returning) = back.get(tp) else {
+                continue;
+            };
+            match self
+                .update_partition(tp, |state| {
+                    decisions::elect_leaderless(state, &live, unclean, epoch)
+                })
+                .await
+            {
+                Ok(Some(written)) => {
+                    tracing::info!(broker = self.broker_id(), partition = ?tp, state = ?written.state,
+                        "leader elected once a failed log was back");
+                    self.announce(tp, &written, written.state.replicas.clone(), &mut outbox);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(error) if error.is_fenced() => {
+                    self.flush(outbox).await;
+                    return Err(error);
+                }
+                Err(error) => {
+                    tracing::warn!(broker = self.broker_id(), partition = ?tp, %error, "cannot elect a leader");
+                }
+            }
+            if !told_all {
+                self.announce(
+                    tp,
+                    &latest,
+                    returning.iter().copied().collect(),
+                    &mut outbox,
+                );
+            }
+        }
+        self.flush(outbox).await;
         Ok(())
     }
 
@@ -556,6 +688,7 @@ impl Controller {
         };
         let partitions = active.writer.read(all_partitions).await??;
         let live = active.live_set();
+        let active_failures = active.log_failures.clone();
         let epoch = active.epoch();
         let unclean = self.config.unclean_leader_election;
         let mut outbox = Outbox::new();
@@ -566,6 +699,11 @@ impl Controller {
             if !affected {
                 continue;
             }
+            let live: BTreeSet<BrokerId> = live
+                .iter()
+                .copied()
+                .filter(|broker| serving(&active_failures, *broker, tp))
+                .collect();
             let written = self
                 .update_partition(tp, |state| {
                     decisions::after_broker_failure(state, dead, &live, unclean, epoch)
@@ -601,11 +739,17 @@ impl Controller {
         };
         let partitions = active.writer.read(all_partitions).await??;
         let live = active.live_set();
+        let active_failures = active.log_failures.clone();
         let epoch = active.epoch();
         let unclean = self.config.unclean_leader_election;
         let mut outbox = Outbox::new();
         for (tp, current) in &partitions {
             let state = &current.state;
+            let live: BTreeSet<BrokerId> = live
+                .iter()
+                .copied()
+                .filter(|broker| serving(&active_failures, *broker, tp))
+                .collect();
             if !state.leader.is_some_and(|l| live.contains(&l)) {
                 match self
                     .update_partition(tp, |state| {
@@ -1241,6 +1385,62 @@ fn live_brokers(state: &MetadataState) -> Result<LiveBrokers, LayoutError> {
         .collect())
 }
 
+/// Every registered broker's log failures.
+fn log_failures(state: &MetadataState) -> Result<LogFailures, LayoutError> {
+    let mut failures = LogFailures::new();
+    for registration in layout::live_brokers(state)? {
+        for failure in &registration.log_failures {
+            failures.insert(
+                (registration.id, failure.tp()),
+                (failure.failures, failure.offline),
+            );
+        }
+    }
+    Ok(failures)
+}
+
+/// Whether `broker`'s replica of `tp` can serve, as `failures` say (not offline).
+fn serving(failures: &LogFailures, broker: BrokerId, tp: &TopicPartition) -> bool {
+    !failures
+        .get(&(broker, tp.clone()))
+        .is_some_and(|&(_, offline)| offline)
+}
+
+/// What changed between two readings of the log failures, for brokers registered in
+/// both (a newly registered broker is announced everything anyway): per partition, the
+/// brokers whose log failed again, and those whose log is open again (after a failure
+/// seen now, or one that had it offline).
+#[allow(clippy::type_complexity)]
+fn log_failure_news(
+    before: &LogFailures,
+    now: &LogFailures,
+    live: &LiveBrokers,
+    born: &BTreeSet<BrokerId>,
+) -> (
+    BTreeMap<TopicPartition, BTreeSet<BrokerId>>,
+    BTreeMap<TopicPartition, BTreeSet<BrokerId>>,
+) {
+    let mut failed: BTreeMap<TopicPartition, BTreeSet<BrokerId>> = BTreeMap::new();
+    let mut back: BTreeMap<TopicPartition, BTreeSet<BrokerId>> = BTreeMap::new();
+    for ((broker, tp), &(count, offline)) in now {
+        if born.contains(broker) || !live.contains_key(broker) {
+            continue;
+        }
+        let (count_before, offline_before) = before
+            .get(&(*broker, tp.clone()))
+            .copied()
+            .unwrap_or((0, false));
+        let failed_again = count > count_before;
+        if failed_again {
+            failed.entry(tp.clone()).or_default().insert(*broker);
+        }
+        if !offline && (failed_again || offline_before) {
+            back.entry(tp.clone()).or_default().insert(*broker);
+        }
+    }
+    (failed, back)
+}
+
 /// Every partition's stored state.
 fn all_partitions(
     state: &MetadataState,
@@ -1255,4 +1455,48 @@ fn all_partitions(
         }
     }
     Ok(partitions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(partition: u32) -> TopicPartition {
+        TopicPartition::new("t", partition)
+    }
+
+    #[test]
+    fn log_failure_news_sees_new_failures_and_returns_of_registered_brokers() {
+        let live: LiveBrokers = [(1, 10), (2, 11), (3, 12)].into_iter().collect();
+        let before: LogFailures = [((1, tp(0)), (1, true)), ((2, tp(0)), (1, false))]
+            .into_iter()
+            .collect();
+        let now: LogFailures = [
+            // Back: was offline, is not.
+            ((1, tp(0)), (1, false)),
+            // Failed again and reopened before the controller looked: both.
+            ((2, tp(0)), (2, false)),
+            // A first failure, still offline: failed only.
+            ((2, tp(1)), (1, true)),
+            // A newly registered broker is announced everything anyway.
+            ((3, tp(1)), (4, true)),
+            // Not registered (any more): nothing.
+            ((4, tp(1)), (1, false)),
+        ]
+        .into_iter()
+        .collect();
+        let born: BTreeSet<BrokerId> = [3].into_iter().collect();
+        let (failed, back) = log_failure_news(&before, &now, &live, &born);
+        let set = |ids: &[BrokerId]| ids.iter().copied().collect::<BTreeSet<_>>();
+        assert_eq!(
+            failed,
+            [(tp(0), set(&[2])), (tp(1), set(&[2]))]
+                .into_iter()
+                .collect()
+        );
+        assert_eq!(back, [(tp(0), set(&[1, 2]))].into_iter().collect());
+        // Nothing new: nothing to do.
+        let (failed, back) = log_failure_news(&now, &now, &live, &BTreeSet::new());
+        assert!(failed.is_empty() && back.is_empty());
+    }
 }

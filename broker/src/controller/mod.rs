@@ -41,7 +41,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::config::NodeConfig;
-use crate::metadata::layout::{self, BROKER_IDS, CONTROLLER, PARTITIONS};
+use crate::metadata::layout::{self, LogFailure, BROKER_IDS, CONTROLLER, PARTITIONS};
 use crate::metadata::{SessionId, WatchTarget};
 use crate::quorum::session::{
     ExpiryPolicy, SessionClient, SessionConfig, SessionEvent, SessionListener,
@@ -137,7 +137,14 @@ struct Inner {
 impl ControlPlane {
     /// Starts the session, the registration and the controller of broker
     /// `config.broker_id` on the current tokio runtime (it must be called from one).
-    pub fn start(config: NodeConfig, metadata: MetadataClient) -> ControlPlane {
+    ///
+    /// `log_failures` are the partitions whose log failed on this broker, published in its
+    /// registration for the controller (see [`crate::metadata::layout::LogFailure`]).
+    pub fn start(
+        config: NodeConfig,
+        metadata: MetadataClient,
+        log_failures: watch::Receiver<Vec<LogFailure>>,
+    ) -> ControlPlane {
         let on_expiry = if config.bugs.kafka_3083 {
             // KAFKA-3083: ZkClient reconnects with a new session by itself and tells the
             // controller nothing about the expiry; its queued work runs on.
@@ -168,6 +175,7 @@ impl ControlPlane {
                 metadata.clone(),
                 session.clone(),
                 registration_listener,
+                log_failures,
             )),
             tokio::spawn(forward_session_events(shared.clone(), controller_listener)),
         ];
@@ -198,7 +206,11 @@ impl ControlPlane {
         let controller =
             event_loop::Controller::new(shared.clone(), config.clone(), metadata.clone());
         let event_loop = tokio::spawn(controller.run());
-        let http = match reqwest::Client::builder().no_proxy().build() {
+        let http = match reqwest::Client::builder()
+            .no_proxy()
+            .pool_idle_timeout(crate::server::CLIENT_POOL_IDLE)
+            .build()
+        {
             Ok(client) => Some(client),
             Err(error) => {
                 tracing::error!(broker, %error, "cannot build the admin forwarding HTTP client");

@@ -9,8 +9,10 @@
 
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use crate::config::NodeConfig;
-use crate::metadata::layout::{self, BrokerRegistration, BASE_PATHS};
+use crate::metadata::layout::{self, BrokerRegistration, LogFailure, BASE_PATHS};
 use crate::metadata::{Command, Op, SessionId, StoreError, WatchTarget};
 use crate::quorum::session::{SessionClient, SessionEvent, SessionListener};
 use crate::quorum::{MetadataClient, QuorumError};
@@ -36,22 +38,85 @@ pub async fn ensure_base_paths(metadata: &MetadataClient) -> Result<(), QuorumEr
     Ok(())
 }
 
-/// Registers this broker on every session the client opens; runs until aborted.
+/// Registers this broker on every session the client opens, and keeps the
+/// registration's log failures up to date; runs until aborted.
 pub async fn run(
     config: NodeConfig,
     metadata: MetadataClient,
     session: SessionClient,
     mut listener: SessionListener,
+    mut log_failures: watch::Receiver<Vec<LogFailure>>,
 ) {
-    let registration = BrokerRegistration {
+    let mut registration = BrokerRegistration {
         id: config.broker_id,
         replication: config.listeners.replication,
         metadata: config.listeners.metadata,
+        log_failures: log_failures.borrow_and_update().clone(),
     };
-    while let Some(event) = listener.next().await {
-        match event {
-            SessionEvent::Opened(id) => register(&metadata, &session, &registration, id).await,
-            SessionEvent::Expired { ack, .. } => ack.done(),
+    let mut registered: Option<SessionId> = None;
+    let mut failures_open = true;
+    loop {
+        tokio::select! {
+            event = listener.next() => match event {
+                Some(SessionEvent::Opened(id)) => {
+                    registration.log_failures = log_failures.borrow_and_update().clone();
+                    register(&metadata, &session, &registration, id).await;
+                    registered = Some(id);
+                }
+                Some(SessionEvent::Expired { ack, .. }) => {
+                    registered = None;
+                    ack.done();
+                }
+                None => return,
+            },
+            changed = log_failures.changed(), if failures_open => {
+                if changed.is_err() {
+                    // The partitions are gone (the broker is stopping): nothing more to say.
+                    failures_open = false;
+                    continue;
+                }
+                registration.log_failures = log_failures.borrow_and_update().clone();
+                if let Some(id) = registered {
+                    update(&metadata, &session, &registration, id).await;
+                }
+            }
+        }
+    }
+}
+
+/// Rewrites the registration on `session` with its new log failures, retrying until
+/// written or the session is no longer current (a new session registers it whole).
+async fn update(
+    metadata: &MetadataClient,
+    client: &SessionClient,
+    registration: &BrokerRegistration,
+    session: SessionId,
+) {
+    let path = layout::broker_path(registration.id);
+    let broker = registration.id;
+    while client.current() == Some(session) {
+        let owner =
+            metadata.read_local(|state, _| state.stat(&path).and_then(|stat| stat.ephemeral_owner));
+        if owner != Some(session) {
+            // Not (yet) ours on this session: the next registration carries the failures.
+            return;
+        }
+        let set = Command::Op(Op::Set {
+            path: path.clone(),
+            data: layout::encode(registration),
+            expected_version: None,
+        });
+        match metadata.propose(set).await {
+            Ok(_) => {
+                tracing::info!(broker, failures = ?registration.log_failures,
+                    "log failures published in the registration");
+                return;
+            }
+            Err(error) if error.is_session_expired() => return,
+            Err(error) => {
+                tracing::debug!(broker, %error, "cannot publish the log failures yet");
+                tokio::time::sleep(QUORUM_RETRY_BACKOFF).await;
+            }
         }
     }
 }

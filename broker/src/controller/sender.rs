@@ -130,6 +130,7 @@ async fn run_sender(
     let client = reqwest::Client::builder()
         .no_proxy()
         .timeout(REQUEST_TIMEOUT)
+        .pool_idle_timeout(crate::server::CLIENT_POOL_IDLE)
         .build();
     let setup = match (address, client) {
         (Some(address), Ok(client)) => Ok((

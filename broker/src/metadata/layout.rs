@@ -3,7 +3,7 @@
 //!
 //! | path | data | kind |
 //! |---|---|---|
-//! | `/brokers/ids/N` | [`BrokerRegistration`] | ephemeral, on broker N's session |
+//! | `/brokers/ids/N` | [`BrokerRegistration`] (with its [`LogFailure`]s) | ephemeral, on broker N's session |
 //! | `/controller` | [`ControllerRegistration`] | ephemeral, on the controller's session |
 //! | `/controller_epoch` | the epoch, a JSON number | persistent; its version fences controller writes |
 //! | `/topics/T` | [`TopicConfig`] | persistent |
@@ -49,6 +49,29 @@ pub struct BrokerRegistration {
     pub id: BrokerId,
     pub replication: SocketAddr,
     pub metadata: SocketAddr,
+    /// The partitions whose log failed on this broker since it registered (Kafka's
+    /// log-dir failure notification): the controller moves leadership away from a replica
+    /// at each new failure, and announces the partition to it again once it is back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_failures: Vec<LogFailure>,
+}
+
+/// A partition whose log failed on a broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogFailure {
+    pub topic: String,
+    pub partition: u32,
+    /// How many times the log failed: each new failure is news to the controller, even
+    /// when the log reopened before the controller looked.
+    pub failures: u64,
+    /// The log could not be reopened yet: this replica can neither lead nor follow.
+    pub offline: bool,
+}
+
+impl LogFailure {
+    pub fn tp(&self) -> TopicPartition {
+        TopicPartition::new(self.topic.clone(), self.partition)
+    }
 }
 
 /// What `/controller` holds.

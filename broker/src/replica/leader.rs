@@ -193,11 +193,13 @@ impl<L: ReplicaLog> Replica<L> {
         })
     }
 
-    /// Committed records (below the HW) from `from` on, as a consumer reads them.
+    /// Committed records (below the HW) from `from` on, as a consumer reads them: at most
+    /// `max_records`, and values of at most `max_bytes` in all (but the first record).
     pub fn read_committed(
         &self,
         from: Offset,
         max_records: usize,
+        max_bytes: usize,
     ) -> Result<FetchResponse, ReplicaError> {
         if self.leader_view().is_err() {
             return Ok(Err(ReplicationError::NotLeader));
@@ -206,7 +208,9 @@ impl<L: ReplicaLog> Replica<L> {
             return Ok(Err(ReplicationError::OffsetOutOfRange));
         }
         let available = usize::try_from(self.high_watermark - from).unwrap_or(usize::MAX);
-        let records = self.log.read(from, max_records.min(available))?;
+        let records = self
+            .log
+            .read_bounded(from, max_records.min(available), max_bytes)?;
         Ok(Ok(FetchData {
             records,
             high_watermark: self.high_watermark,

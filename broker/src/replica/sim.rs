@@ -272,7 +272,7 @@ impl Cluster {
     /// Committed records as a consumer of the current leader reads them: below its HW.
     pub fn committed(&self) -> Option<Vec<Record>> {
         let leader = self.replica(self.leader()?)?;
-        match leader.read_committed(leader.log_start_offset(), usize::MAX) {
+        match leader.read_committed(leader.log_start_offset(), usize::MAX, usize::MAX) {
             Ok(Ok(data)) => Some(data.records),
             _ => None,
         }

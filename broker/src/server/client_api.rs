@@ -39,8 +39,22 @@ const DEFAULT_PRODUCE_TIMEOUT_MS: u64 = 10_000;
 const MAX_PRODUCE_TIMEOUT_MS: u64 = 300_000;
 const DEFAULT_READ_MAX: usize = 1_000;
 const READ_MAX_LIMIT: usize = 10_000;
+/// Value bytes a read returns by default, and at most (Kafka's `max.partition.fetch.bytes`
+/// and `fetch.max.bytes`): the first record goes out whatever its size.
+const DEFAULT_READ_MAX_BYTES: usize = 1 << 20;
+const READ_MAX_BYTES_LIMIT: usize = 64 << 20;
 /// Values per batch; bounds one request's hold on the partition.
 const MAX_BATCH: usize = 10_000;
+
+/// The client listener's limits: as every listener's, but a request may wait for its
+/// answer as long as the longest produce timeout a client may ask for, plus the produce's
+/// own guard and some room.
+pub fn listener_limits() -> serving::Limits {
+    serving::Limits {
+        request_timeout: Duration::from_millis(MAX_PRODUCE_TIMEOUT_MS) + Duration::from_secs(30),
+        ..super::listener_limits()
+    }
+}
 
 pub fn router(node: Arc<Node>) -> Router {
     // A batch may carry many values of up to max_value_bytes each; the bound only keeps a
@@ -253,10 +267,10 @@ async fn read(
     let tp = parse_partition(&topic, &partition)?;
     if let Some(key) = query
         .keys()
-        .find(|k| !matches!(k.as_str(), "offset" | "max" | "consistency"))
+        .find(|k| !matches!(k.as_str(), "offset" | "max" | "max_bytes" | "consistency"))
     {
         return Err(ApiError::bad_request(format!(
-            "unknown query parameter {key:?} (known: offset, max, consistency)"
+            "unknown query parameter {key:?} (known: offset, max, max_bytes, consistency)"
         )));
     }
     let offset: Option<u64> =
@@ -266,6 +280,13 @@ async fn read(
     if max == 0 || max > READ_MAX_LIMIT {
         return Err(ApiError::bad_request(format!(
             "max must be between 1 and {READ_MAX_LIMIT}"
+        )));
+    }
+    let max_bytes: usize =
+        parse_query_number(&query, "max_bytes", "a byte count")?.unwrap_or(DEFAULT_READ_MAX_BYTES);
+    if max_bytes == 0 || max_bytes > READ_MAX_BYTES_LIMIT {
+        return Err(ApiError::bad_request(format!(
+            "max_bytes must be between 1 and {READ_MAX_BYTES_LIMIT}"
         )));
     }
     let linearizable = match query.get("consistency").map(String::as_str) {
@@ -278,22 +299,29 @@ async fn read(
         }
     };
     let partition = find(&node, &tp)?;
-    let (read, leader_epoch, epoch_start, high_watermark, hint) = partition
-        .with(|r| {
-            let from = offset.unwrap_or_else(|| r.log_start_offset());
-            let read = r.read_committed(from, max)?;
-            let hint = match r.role() {
-                crate::replica::RoleKind::Follower { leader } => Some(leader),
-                _ => None,
-            };
-            Ok((
-                read,
-                r.leader_epoch().unwrap_or(0),
-                r.leader_epoch_start_offset(),
-                r.high_watermark(),
-                hint,
-            ))
+    // The log is read from disk under the partition's lock: on a blocking thread, so that
+    // a large read stalls no runtime thread (other partitions, heartbeats, the fetchers).
+    let (read, leader_epoch, epoch_start, high_watermark, hint, from) =
+        tokio::task::spawn_blocking(move || {
+            partition.with(|r| {
+                let from = offset.unwrap_or_else(|| r.log_start_offset());
+                let read = r.read_committed(from, max, max_bytes)?;
+                let hint = match r.role() {
+                    crate::replica::RoleKind::Follower { leader } => Some(leader),
+                    _ => None,
+                };
+                Ok((
+                    read,
+                    r.leader_epoch().unwrap_or(0),
+                    r.leader_epoch_start_offset(),
+                    r.high_watermark(),
+                    hint,
+                    from,
+                ))
+            })
         })
+        .await
+        .map_err(|error| ApiError::storage(format!("the read did not finish: {error}")))?
         .map_err(partition_error)?;
     let data = read.map_err(|error| match error {
         ReplicationError::OffsetOutOfRange => ApiError::new(
@@ -337,6 +365,10 @@ async fn read(
             ));
         }
     }
+    // Fewer records than both `max` and the committed records from `from` on: the byte
+    // limit cut the reply (a checker must not take it for records withheld).
+    let committed = usize::try_from(data.high_watermark.saturating_sub(from)).unwrap_or(usize::MAX);
+    let truncated = data.records.len() < max.min(committed);
     let records = data
         .records
         .into_iter()
@@ -354,5 +386,7 @@ async fn read(
         log_start_offset: data.log_start_offset,
         leader_epoch,
         max,
+        max_bytes,
+        truncated,
     }))
 }

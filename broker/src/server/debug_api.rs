@@ -12,7 +12,8 @@
 //!   thread, then carries on (`25%return(300)`: a quarter of the hits); plain `return`
 //!   drops or refuses; `sleep(ms)` and `pause` block a blocking-pool thread. A `return`
 //!   argument that is not a delay in milliseconds is refused (400). See
-//!   [`super::failpoints`].
+//!   [`super::failpoints`]. Arming and disarming need a build with the `failpoints` feature
+//!   (else `501`) and `enable_failpoints = true` in the node's config (else `403`).
 
 use std::sync::Arc;
 
@@ -98,16 +99,22 @@ async fn replicas(State(node): State<Arc<Node>>) -> Json<ReplicasReply> {
     })
 }
 
-fn require_failpoints() -> Result<(), ApiError> {
-    if failpoints::enabled() {
-        Ok(())
-    } else {
-        Err(ApiError::new(
+fn require_failpoints(node: &Node) -> Result<(), ApiError> {
+    if !failpoints::enabled() {
+        return Err(ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
             "failpoints_disabled",
             "this broker was built without the `failpoints` feature",
-        ))
+        ));
     }
+    if !node.config.enable_failpoints {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "failpoints_not_enabled",
+            "this node's config does not enable failpoints (`enable_failpoints = true`)",
+        ));
+    }
+    Ok(())
 }
 
 async fn list_failpoints() -> Json<Value> {
@@ -148,8 +155,12 @@ fn check_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
-async fn arm_failpoint(Path(name): Path<String>, body: Bytes) -> Result<Json<Value>, ApiError> {
-    require_failpoints()?;
+async fn arm_failpoint(
+    State(node): State<Arc<Node>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    require_failpoints(&node)?;
     check_name(&name)?;
     let actions = match serde_json::from_slice::<FailpointBody>(&body) {
         Ok(body) => body.actions,
@@ -164,8 +175,11 @@ async fn arm_failpoint(Path(name): Path<String>, body: Bytes) -> Result<Json<Val
     Ok(Json(json!({"name": name, "actions": actions})))
 }
 
-async fn disarm_failpoint(Path(name): Path<String>) -> Result<Json<Value>, ApiError> {
-    require_failpoints()?;
+async fn disarm_failpoint(
+    State(node): State<Arc<Node>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    require_failpoints(&node)?;
     check_name(&name)?;
     failpoints::disarm(&name);
     tracing::info!(failpoint = name, "failpoint disarmed");

@@ -76,6 +76,20 @@ pub const CONTROLLER_BEFORE_STATE_WRITE: &str = "controller_before_state_write";
 /// acknowledging (KAFKA-1561, 7040, 7128).
 pub const CONTROLLER_LEADER_AND_ISR_SEND: &str = "controller_leader_and_isr_send";
 
+/// Storage: a partition log's append, before anything is written. `return` fails it
+/// with an I/O error, as a full or failing disk would: the partition reopens its log
+/// (and the controller moves its leadership away). Evaluated in place under the
+/// partition's lock, so only `return`, `off` and their counts and probabilities may be
+/// armed here, no delay and nothing that blocks.
+pub const LOG_APPEND: &str = "log_append";
+/// Storage: opening (or reopening) a partition log. `return` fails the open: after a
+/// failure the partition stays offline and is retried with backoff. Same restrictions as
+/// [`LOG_APPEND`].
+pub const LOG_OPEN: &str = "log_open";
+
+/// The points evaluated in place by [`fires`], which take no delay and must not block.
+const IN_PLACE: &[&str] = &[LOG_APPEND, LOG_OPEN];
+
 /// Every point the broker has, for `GET /v1/debug/failpoints`.
 pub const ALL: &[&str] = &[
     BEFORE_OFFSETS_FOR_LEADER_EPOCH,
@@ -87,6 +101,8 @@ pub const ALL: &[&str] = &[
     BEFORE_ISR_WRITE,
     CONTROLLER_BEFORE_STATE_WRITE,
     CONTROLLER_LEADER_AND_ISR_SEND,
+    LOG_APPEND,
+    LOG_OPEN,
 ];
 
 /// The longest delay `return(<ms>)` may ask for: ten minutes.
@@ -149,9 +165,33 @@ pub async fn hit(_name: &'static str, _broker: BrokerId) -> Result<(), Triggered
     Ok(())
 }
 
+/// Evaluates an in-place point ([`LOG_APPEND`], [`LOG_OPEN`]) for `broker` on the
+/// calling thread: whether a `return` fired.
+#[cfg(feature = "failpoints")]
+pub fn fires(name: &'static str, broker: BrokerId) -> bool {
+    let targeted = format!("{name}@{broker}");
+    let armed = fail::list()
+        .iter()
+        .any(|(armed, _)| armed == name || *armed == targeted);
+    if !armed {
+        return false;
+    }
+    count_hit(name, &targeted);
+    let fired = evaluate(name, &targeted).is_some();
+    if fired {
+        tracing::info!(failpoint = name, broker, "failpoint returned");
+    }
+    fired
+}
+
+/// Without the `failpoints` feature no point can be armed.
+#[cfg(not(feature = "failpoints"))]
+pub fn fires(_name: &'static str, _broker: BrokerId) -> bool {
+    false
+}
+
 /// Whether `actions` may block the evaluating thread (`sleep`, `pause`, `fail`'s
 /// busy-waiting `delay`).
-#[cfg(any(feature = "failpoints", test))]
 fn may_block(actions: &str) -> bool {
     ["sleep", "pause", "delay"]
         .iter()
@@ -184,6 +224,24 @@ fn check_actions(actions: &str) -> Result<(), String> {
         if let (Some(argument), "return") = (argument, task) {
             delay_of(argument)?;
         }
+    }
+    Ok(())
+}
+
+/// An in-place point runs under a partition's lock on a runtime thread: no delay, no
+/// blocking task.
+fn check_in_place(point: &str, actions: &str) -> Result<(), String> {
+    let blocks = may_block(actions) || actions.contains("panic");
+    let delays = actions.split("->").any(|action| {
+        action
+            .split_once('(')
+            .is_some_and(|(head, _)| head.trim_end().ends_with("return"))
+    });
+    if blocks || delays {
+        return Err(format!(
+            "{point} is evaluated in place: only `return`, `off` and `print` (with counts \
+             and probabilities) may be armed there, not {actions:?}"
+        ));
     }
     Ok(())
 }
@@ -269,6 +327,10 @@ pub fn enabled() -> bool {
 /// refuses a `return` argument that is not a delay in milliseconds.
 pub fn arm(name: &str, actions: &str) -> Result<(), String> {
     check_actions(actions)?;
+    let point = name.split_once('@').map_or(name, |(point, _)| point);
+    if IN_PLACE.contains(&point) {
+        check_in_place(point, actions)?;
+    }
     fail::cfg(name, actions)
 }
 
@@ -318,6 +380,30 @@ mod tests {
             delay_of(&MAX_DELAY_MS.to_string()),
             Ok(Duration::from_millis(MAX_DELAY_MS))
         );
+    }
+
+    #[test]
+    fn in_place_points_take_neither_delays_nor_blocking_actions() {
+        for ok in [
+            "return",
+            "1*return",
+            "25%return",
+            "2*off->return",
+            "off",
+            "print",
+        ] {
+            assert_eq!(check_in_place(LOG_APPEND, ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "return(100)",
+            "1*off->return(5)",
+            "pause",
+            "sleep(10)",
+            "delay(1)",
+            "panic",
+        ] {
+            assert!(check_in_place(LOG_OPEN, bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -92,6 +92,7 @@ async fn run_fetcher(
     let client = match reqwest::Client::builder()
         .no_proxy()
         .timeout(timeout)
+        .pool_idle_timeout(crate::server::CLIENT_POOL_IDLE)
         .build()
     {
         Ok(client) => client,

@@ -23,6 +23,8 @@
 
 pub mod admin_api;
 pub mod client_api;
+mod data_dir;
+pub use data_dir::DataWithoutMetadata;
 pub mod debug_api;
 pub mod failpoints;
 pub mod fetcher;
@@ -35,7 +37,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -69,6 +70,8 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    DataWithoutMetadata(#[from] data_dir::DataWithoutMetadata),
 }
 
 /// What every handler and task shares: the configuration, the clock, the partitions.
@@ -109,6 +112,11 @@ impl Node {
 
     pub(crate) fn is_stopping(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// The highest controller epoch a LeaderAndIsr has carried here.
+    pub(crate) fn controller_epoch_seen(&self) -> ControllerEpoch {
+        self.controller_epoch.load(Ordering::SeqCst)
     }
 
     /// Admits a controller request of `epoch`: `Err(current)` if a newer controller has
@@ -194,6 +202,7 @@ impl Broker {
         listeners: BoundListeners,
         metadata_listener: TcpListener,
     ) -> Result<Broker, StartError> {
+        data_dir::check_metadata_present(&config.data_dir)?;
         std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
             path: config.data_dir.display().to_string(),
             source,
@@ -210,8 +219,11 @@ impl Broker {
     /// Does nothing if it runs already.
     pub fn start_control_plane(&self) {
         if self.node.control_plane.get().is_none() {
-            let control_plane =
-                ControlPlane::start(self.node.config.clone(), self.node.metadata.clone());
+            let control_plane = ControlPlane::start(
+                self.node.config.clone(),
+                self.node.metadata.clone(),
+                self.node.partitions.health.subscribe(),
+            );
             if let Err(extra) = self.node.control_plane.set(control_plane) {
                 extra.kill();
             }
@@ -270,13 +282,13 @@ impl Broker {
                 &node,
                 listeners.client,
                 client_api::router(node.clone()),
-                "client",
+                client_api::listener_limits(),
             ),
             serve(
                 &node,
                 listeners.replication,
                 replication_api::router(node.clone()),
-                "replication",
+                listener_limits(),
             ),
             tokio::spawn(run_ticker(node.clone())),
         ];
@@ -357,24 +369,44 @@ fn serve(
     node: &Arc<Node>,
     listener: TcpListener,
     router: axum::Router,
-    name: &'static str,
+    limits: serving::Limits,
 ) -> JoinHandle<()> {
     let stopping = node.stopping();
-    let broker = node.broker_id();
-    tokio::spawn(async move {
-        // Small request/response exchanges: Nagle's algorithm would only add latency.
-        let listener = listener.tap_io(|stream| {
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        let result = axum::serve(listener, router)
-            .with_graceful_shutdown(stopping)
-            .await;
-        if let Err(error) = result {
-            tracing::error!(broker, listener = name, %error, "server failed");
-        }
-    })
+    tokio::spawn(serving::serve(listener, router, limits, stopping))
+}
+
+/// How long the broker's own HTTP clients keep an idle connection: well within the 60 s
+/// after which a listener closes one ([`serving::Limits::header_timeout`]), so that a
+/// request never meets a connection the other side is closing.
+pub const CLIENT_POOL_IDLE: Duration = Duration::from_secs(30);
+
+/// What each listener allows its peers (the client listener waits longer for an answer:
+/// [`client_api::listener_limits`]). Connections are capped at a share of the process's
+/// file descriptors, so that peers holding connections open cannot leave the logs
+/// without descriptors for their files.
+pub fn listener_limits() -> serving::Limits {
+    serving::Limits {
+        max_connections: connection_cap(open_files_limit()),
+        ..serving::Limits::default()
+    }
+}
+
+/// Connections one listener may hold: a quarter of the descriptors a process may open
+/// (three listeners take at most three quarters), between 16 and 1024.
+fn connection_cap(open_files: Option<u64>) -> usize {
+    let quarter = open_files.map_or(1024, |n| n / 4);
+    usize::try_from(quarter).unwrap_or(1024).clamp(16, 1024)
+}
+
+/// The soft limit on open files (`ulimit -n`), from `/proc/self/limits`.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 async fn run_ticker(node: Arc<Node>) {
@@ -387,5 +419,21 @@ async fn run_ticker(node: Arc<Node>) {
             _ = &mut stopping => return,
             _ = interval.tick() => node.tick_all(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_take_a_quarter_of_the_descriptors_within_bounds() {
+        assert_eq!(connection_cap(Some(256)), 64);
+        assert_eq!(connection_cap(Some(1024)), 256);
+        assert_eq!(connection_cap(Some(20)), 16);
+        assert_eq!(connection_cap(Some(1 << 20)), 1024);
+        assert_eq!(connection_cap(None), 1024);
+        // This process has a limit, and it is read.
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 }

@@ -4,14 +4,19 @@
 //! the metadata store (their result back to the replica), requests to the leader's
 //! fetcher.
 //!
-//! A storage failure takes the replica's log offline as Kafka does: the replica is
-//! rebuilt from what its log holds on disk (with no role until the next LeaderAndIsr);
-//! if even that fails, the partition stays offline and says why.
+//! A storage failure is not forever. The replica is rebuilt at once from what its log
+//! holds on disk (with no role until the next LeaderAndIsr); if even that fails, the
+//! partition is offline and [`Node::tick_all`] tries to reopen it again, backing off from
+//! [`REOPEN_BACKOFF_MIN`] to [`REOPEN_BACKOFF_MAX`]. Either way the failure is published
+//! through [`LogHealth`] in this broker's registration, as Kafka's log-dir failure
+//! notification: the controller moves the partition's leadership to another replica of
+//! the ISR and, once the log is open again, sends this broker its new role.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch};
 
@@ -19,6 +24,7 @@ use super::failpoints;
 use super::fetcher::Outgoing;
 use super::Node;
 use crate::config::NodeConfig;
+use crate::metadata::layout::LogFailure;
 use crate::metadata::{layout, Command, Op, OpReply, Reply, StoreError};
 use crate::quorum::QuorumError;
 use crate::replica::metadata::{MetadataError, PartitionState, StateVersion, TopicPartition};
@@ -40,15 +46,83 @@ pub enum PartitionError {
 enum Slot {
     Open(Box<Replica<SegmentLog>>),
     /// The log failed and could not be reopened.
-    Offline(String),
+    Offline(Offline),
     /// The broker stopped.
     Closed,
+}
+
+/// A partition whose log could not be reopened, and when to try again.
+struct Offline {
+    reason: String,
+    config: ReplicaConfig,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+/// The first wait before reopening a log that failed to reopen; it doubles at each
+/// failed attempt up to [`REOPEN_BACKOFF_MAX`].
+pub const REOPEN_BACKOFF_MIN: Duration = Duration::from_millis(500);
+pub const REOPEN_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// The partitions whose log failed on this broker, for its registration (see
+/// [`LogFailure`]): the registration task publishes every change.
+pub struct LogHealth {
+    failures: watch::Sender<Vec<LogFailure>>,
+}
+
+impl Default for LogHealth {
+    fn default() -> LogHealth {
+        LogHealth {
+            failures: watch::channel(Vec::new()).0,
+        }
+    }
+}
+
+impl LogHealth {
+    /// The log of `tp` failed; `offline` when it could not be reopened.
+    pub fn failed(&self, tp: &TopicPartition, offline: bool) {
+        self.failures.send_modify(|failures| {
+            match failures
+                .iter_mut()
+                .find(|f| f.topic == tp.topic && f.partition == tp.partition)
+            {
+                Some(failure) => {
+                    failure.failures += 1;
+                    failure.offline = offline;
+                }
+                None => failures.push(LogFailure {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    failures: 1,
+                    offline,
+                }),
+            }
+        });
+    }
+
+    /// The log of `tp` is open again.
+    pub fn reopened(&self, tp: &TopicPartition) {
+        self.failures.send_modify(|failures| {
+            for failure in failures.iter_mut() {
+                if failure.topic == tp.topic && failure.partition == tp.partition {
+                    failure.offline = false;
+                }
+            }
+        });
+    }
+
+    /// The failures so far, and every change after.
+    pub fn subscribe(&self) -> watch::Receiver<Vec<LogFailure>> {
+        self.failures.subscribe()
+    }
 }
 
 /// One local partition replica.
 pub struct Partition {
     pub(crate) tp: TopicPartition,
+    broker: BrokerId,
     dir: PathBuf,
+    health: Arc<LogHealth>,
     storage: crate::storage::StorageConfig,
     slot: Mutex<Slot>,
     /// Bumped whenever the log end offset or the leader epoch changes, or the partition
@@ -75,7 +149,7 @@ impl Partition {
         let mut slot = lock(&self.slot);
         let replica = match &mut *slot {
             Slot::Open(replica) => replica,
-            Slot::Offline(reason) => return Err(PartitionError::Offline(reason.clone())),
+            Slot::Offline(offline) => return Err(PartitionError::Offline(offline.reason.clone())),
             Slot::Closed => return Err(PartitionError::Offline("broker is stopping".into())),
         };
         let before = (replica.log_end_offset(), replica.leader_epoch());
@@ -93,13 +167,9 @@ impl Partition {
                 let message = error.to_string();
                 tracing::error!(partition = ?self.tp, %error, "replica log failed; reopening it");
                 let config = replica.config().clone();
-                *slot = match self.open(config) {
-                    Ok(replica) => Slot::Open(Box::new(replica)),
-                    Err(reopen) => {
-                        tracing::error!(partition = ?self.tp, error = %reopen, "partition offline");
-                        Slot::Offline(reopen)
-                    }
-                };
+                *slot = self.reopen(config, REOPEN_BACKOFF_MIN);
+                self.health
+                    .failed(&self.tp, matches!(*slot, Slot::Offline(_)));
                 self.changed.send_modify(|generation| *generation += 1);
                 Err(PartitionError::Storage(message))
             }
@@ -110,8 +180,47 @@ impl Partition {
     pub fn inspect<T>(&self, f: impl FnOnce(&Replica<SegmentLog>) -> T) -> Result<T, String> {
         match &*lock(&self.slot) {
             Slot::Open(replica) => Ok(f(replica)),
-            Slot::Offline(reason) => Err(reason.clone()),
+            Slot::Offline(offline) => Err(offline.reason.clone()),
             Slot::Closed => Err("broker is stopping".into()),
+        }
+    }
+
+    /// Reopens the log of an offline partition when its retry time has come; `true`
+    /// when it is open again (with no role: the controller sends it one).
+    pub fn retry_reopen(&self) -> bool {
+        let mut slot = lock(&self.slot);
+        let Slot::Offline(offline) = &*slot else {
+            return false;
+        };
+        if Instant::now() < offline.retry_at {
+            return false;
+        }
+        let backoff = (offline.backoff * 2).min(REOPEN_BACKOFF_MAX);
+        *slot = self.reopen(offline.config.clone(), backoff);
+        let reopened = matches!(*slot, Slot::Open(_));
+        if reopened {
+            tracing::info!(partition = ?self.tp, "partition log reopened");
+            self.health.reopened(&self.tp);
+            self.changed.send_modify(|generation| *generation += 1);
+        }
+        reopened
+    }
+
+    /// Opens the log again after a failure: the slot to hold, offline (retried after
+    /// `backoff`) when it cannot be opened.
+    fn reopen(&self, config: ReplicaConfig, backoff: Duration) -> Slot {
+        match self.open(config.clone()) {
+            Ok(replica) => Slot::Open(Box::new(replica)),
+            Err(reason) => {
+                tracing::error!(partition = ?self.tp, error = %reason, retry_in = ?backoff,
+                    "partition offline: its log cannot be reopened");
+                Slot::Offline(Offline {
+                    reason,
+                    config,
+                    retry_at: Instant::now() + backoff,
+                    backoff,
+                })
+            }
         }
     }
 
@@ -122,7 +231,16 @@ impl Partition {
     }
 
     fn open(&self, config: ReplicaConfig) -> Result<Replica<SegmentLog>, String> {
-        let log = SegmentLog::open(&self.dir, self.storage).map_err(|e| e.to_string())?;
+        if failpoints::fires(failpoints::LOG_OPEN, self.broker) {
+            return Err(format!(
+                "{}: failpoint {} fired",
+                self.dir.display(),
+                failpoints::LOG_OPEN
+            ));
+        }
+        let log = SegmentLog::open(&self.dir, self.storage)
+            .map_err(|e| e.to_string())?
+            .with_failpoint_owner(self.broker);
         Replica::new(config, log).map_err(|e| e.to_string())
     }
 
@@ -142,6 +260,7 @@ impl Partition {
 #[derive(Default)]
 pub struct Partitions {
     map: RwLock<BTreeMap<TopicPartition, Arc<Partition>>>,
+    pub(crate) health: Arc<LogHealth>,
     waiting: Mutex<HashMap<u64, oneshot::Sender<ProduceResult>>>,
     next_request_id: AtomicU64,
 }
@@ -251,6 +370,8 @@ impl Node {
                     }
                     let (changed, _) = watch::channel(0);
                     let partition = Partition {
+                        broker: self.broker_id(),
+                        health: self.partitions.health.clone(),
                         dir: self
                             .config
                             .data_dir
@@ -281,6 +402,7 @@ impl Node {
     pub(crate) fn tick_all(self: &Arc<Self>) {
         let now = self.now_ms();
         for partition in self.partitions.all() {
+            partition.retry_reopen();
             match partition.with(|r| r.tick(now)) {
                 Ok(effects) => self.apply(&partition, effects),
                 Err(PartitionError::Offline(_)) => {}

@@ -6,6 +6,11 @@
 //! - `POST /v1/replication/offsets-for-leader-epoch` → [`OffsetsForLeaderEpochReply`]
 //! - `POST /v1/replication/list-offsets` → [`ListOffsetsReply`]
 //!
+//! A LeaderAndIsr from a controller epoch this broker has not seen yet, or for a partition
+//! it does not host yet, is first checked against the metadata quorum
+//! ([`confirm_in_metadata`]): a forged or garbled one is refused there instead of being
+//! adopted (an adopted epoch from nowhere would make every real controller stale here).
+//!
 //! A fetch that finds no new records waits up to `replica_fetch_wait_max_ms` for the
 //! leader's log to grow (or its role to change), as Kafka's fetch purgatory does; the
 //! fetch is recorded at once, so the follower's progress moves the HW without waiting.
@@ -28,6 +33,7 @@ use super::wire::{
     ListOffsetsBody, ListOffsetsReply, OffsetsForLeaderEpochBody, OffsetsForLeaderEpochReply,
 };
 use super::Node;
+use crate::metadata::layout;
 use crate::replica::metadata::TopicPartition;
 use crate::replica::{
     FetchRequest, LeaderAndIsr, LeaderAndIsrError, ListOffsetsRequest,
@@ -101,6 +107,10 @@ async fn leader_and_isr(
             body.replicas
         )));
     }
+    let tp = TopicPartition::new(body.topic.clone(), body.partition);
+    if body.controller_epoch > node.controller_epoch_seen() || node.partitions.get(&tp).is_none() {
+        confirm_in_metadata(&node, &tp, &body).await?;
+    }
     if let Err(current) = node.admit_controller_epoch(body.controller_epoch) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -111,7 +121,6 @@ async fn leader_and_isr(
             ),
         ));
     }
-    let tp = TopicPartition::new(body.topic, body.partition);
     let request = LeaderAndIsr {
         controller_epoch: body.controller_epoch,
         leader: body.leader,
@@ -132,6 +141,57 @@ async fn leader_and_isr(
             Err(ApiError::new(StatusCode::CONFLICT, code, error.to_string()))
         }
     }
+}
+
+/// Checks a LeaderAndIsr against the metadata quorum (a linearizable read): a controller
+/// writes a partition's state, then sends it, and `/controller_epoch` holds its epoch, so
+/// a real request finds its partition stored, at its leader epoch and state version or
+/// newer, and its controller epoch at most the stored one (while the quorum names one:
+/// a test playing controller may not). What the quorum cannot confirm now is answered
+/// `503` (the controller sends it again); what contradicts it, `409`.
+async fn confirm_in_metadata(
+    node: &Node,
+    tp: &TopicPartition,
+    body: &LeaderAndIsrBody,
+) -> Result<(), ApiError> {
+    let (controller_epoch, stored) = node
+        .metadata
+        .read_linearizable(|state| {
+            let epoch = layout::controller_epoch(state)?;
+            let stored = layout::partition_state(state, tp)?;
+            Ok::<_, layout::LayoutError>((epoch, stored))
+        })
+        .await
+        .map_err(|error| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "metadata_unavailable",
+                format!("cannot check the request against the metadata quorum: {error}"),
+            )
+        })?
+        .map_err(|error| ApiError::storage(error.to_string()))?;
+    let conflict =
+        |message: String| ApiError::new(StatusCode::CONFLICT, "not_in_metadata", message);
+    let (quorum_epoch, epoch_version) = controller_epoch;
+    if epoch_version.is_some() && body.controller_epoch > quorum_epoch {
+        return Err(conflict(format!(
+            "controller epoch {} is newer than {quorum_epoch}, the metadata quorum's",
+            body.controller_epoch
+        )));
+    }
+    let Some(stored) = stored else {
+        return Err(conflict(format!(
+            "partition {}/{} is not in the metadata quorum",
+            tp.topic, tp.partition
+        )));
+    };
+    if body.leader_epoch > stored.state.leader_epoch || body.version > stored.version {
+        return Err(conflict(format!(
+            "leader epoch {} and state version {} are newer than the metadata quorum's ({} and {})",
+            body.leader_epoch, body.version, stored.state.leader_epoch, stored.version
+        )));
+    }
+    Ok(())
 }
 
 async fn fetch(State(node): State<Arc<Node>>, body: Bytes) -> Result<Json<FetchReply>, ApiError> {

@@ -186,6 +186,11 @@ pub struct ReadReply {
     /// exactly `max` records may have stopped short of the high watermark because of it,
     /// which a checker must know to tell a capped read from one withholding records.
     pub max: usize,
+    /// The value-byte limit this read used (the request's `max_bytes`, or the default).
+    pub max_bytes: usize,
+    /// The byte limit stopped the reply before `max` records and before the high
+    /// watermark: the next record is there, it did not fit.
+    pub truncated: bool,
 }
 
 // ----- replication API -------------------------------------------------------------

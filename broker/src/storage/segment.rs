@@ -167,6 +167,36 @@ impl Segment {
         (slot < self.index.len()).then_some(slot)
     }
 
+    /// How many records from `from` on (at most `max_records`) have values that fit in
+    /// `max_bytes`, their value bytes, and whether the byte limit is what stopped the
+    /// count (the next record would not fit). From the index alone: nothing is read.
+    pub(crate) fn count_within(
+        &self,
+        from: Offset,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> (usize, usize, bool) {
+        let Some(first) = self.slot(from) else {
+            return (0, 0, false);
+        };
+        let last = first.saturating_add(max_records).min(self.index.len());
+        let mut bytes = 0usize;
+        for slot in first..last {
+            let end = self
+                .index
+                .get(slot + 1)
+                .map_or(self.size, |entry| entry.position);
+            let frame_len = end.saturating_sub(self.index[slot].position);
+            let value_len = usize::try_from(frame_len.saturating_sub(frame::FRAME_OVERHEAD))
+                .unwrap_or(usize::MAX);
+            if bytes.saturating_add(value_len) > max_bytes {
+                return (slot - first, bytes, true);
+            }
+            bytes += value_len;
+        }
+        (last - first, bytes, false)
+    }
+
     pub(crate) fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
         self.slot(offset).map(|slot| self.index[slot].leader_epoch)
     }

@@ -8,6 +8,8 @@ use super::segment::{parse_segment_file_name, Segment};
 use super::StorageConfig;
 use crate::log::{check_consecutive, EpochEntry, LogError, ReplicaLog};
 use crate::record::{LeaderEpoch, Offset, Record};
+use crate::replica::BrokerId;
+use crate::server::failpoints;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -29,9 +31,18 @@ pub struct SegmentLog {
     unflushed_records: u64,
     /// A segment file was created since the directory was last fsynced.
     dir_unsynced: bool,
+    /// The broker whose `log_append` failpoint applies to this log.
+    failpoint_owner: BrokerId,
 }
 
 impl SegmentLog {
+    /// Makes the `log_append` failpoint armed for `broker` (`log_append@<broker>`) apply
+    /// to this log; the plain point applies to every log.
+    pub fn with_failpoint_owner(mut self, broker: BrokerId) -> SegmentLog {
+        self.failpoint_owner = broker;
+        self
+    }
+
     /// Opens the log in `dir`, creating the directory if missing and otherwise
     /// recovering it: segments are scanned and cut at the first bad record, and segments
     /// wholly below the log start offset are deleted. Fails only on I/O errors and on
@@ -104,6 +115,7 @@ impl SegmentLog {
             epochs,
             unflushed_records: 0,
             dir_unsynced: false,
+            failpoint_owner: 0,
         })
     }
 
@@ -265,6 +277,12 @@ impl ReplicaLog for SegmentLog {
     }
 
     fn append(&mut self, records: &[Record]) -> Result<(), LogError> {
+        if failpoints::fires(failpoints::LOG_APPEND, self.failpoint_owner) {
+            return Err(LogError::Io {
+                path: self.dir.clone(),
+                source: std::io::Error::other("failpoint log_append fired"),
+            });
+        }
         check_consecutive(self.log_end_offset(), records)?;
         for record in records {
             if record.value.len() > MAX_VALUE_LEN {
@@ -318,6 +336,46 @@ impl ReplicaLog for SegmentLog {
             let batch = segment.read(next, max_records - records.len())?;
             next += batch.len() as Offset;
             records.extend(batch);
+        }
+        Ok(records)
+    }
+
+    fn read_bounded(
+        &self,
+        from: Offset,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<Record>, LogError> {
+        let end = self.log_end_offset();
+        if from < self.log_start_offset || from > end {
+            return Err(LogError::Contract(format!(
+                "read from {from} outside [{}, {end}]",
+                self.log_start_offset
+            )));
+        }
+        let Some(first) = self.segment_index(from) else {
+            return Ok(Vec::new());
+        };
+        let mut records = Vec::new();
+        let mut next = from;
+        let mut bytes_left = max_bytes;
+        for segment in &self.segments[first..] {
+            if records.len() >= max_records {
+                break;
+            }
+            let (mut count, bytes, stopped) =
+                segment.count_within(next, max_records - records.len(), bytes_left);
+            if stopped && count == 0 && records.is_empty() {
+                // The first record goes out whatever its size.
+                count = 1;
+            }
+            let batch = segment.read(next, count)?;
+            next += batch.len() as Offset;
+            records.extend(batch);
+            bytes_left = bytes_left.saturating_sub(bytes);
+            if stopped {
+                break;
+            }
         }
         Ok(records)
     }
@@ -499,6 +557,44 @@ mod tests {
         assert!(matches!(log.read(11, 1), Err(LogError::Contract(_))));
         assert_eq!(log.epoch_at(9), Some(1));
         assert_eq!(log.epoch_at(10), None);
+    }
+
+    #[test]
+    fn bounded_reads_stop_at_the_byte_limit_across_segments() {
+        let dir = TempDir::new("bounded");
+        // 250-byte segments: two or three 100-byte frames each.
+        let mut log = SegmentLog::open(&dir.0, config(250, FlushPolicy::OsOnly)).unwrap();
+        let mut records: Vec<Record> = (0..10).map(hundred_byte_frame).collect();
+        // One large record in the middle.
+        records[5] = Record::new(5, 1, vec![5; 1000]);
+        log.append(&records).unwrap();
+        let value = 100 - FRAME_OVERHEAD as usize;
+        for (from, max, max_bytes) in [
+            (0, 10, usize::MAX),
+            (0, 10, 3 * value),
+            (0, 10, 3 * value - 1),
+            (1, 3, 10 * value),
+            (4, 10, value),
+            (5, 10, 10),
+            (6, 10, 4 * value),
+            (10, 10, 10),
+            (0, 0, 10),
+        ] {
+            let mut expected = log.read(from, max).unwrap();
+            expected.truncate(crate::log::records_within(&expected, max_bytes));
+            assert_eq!(
+                log.read_bounded(from, max, max_bytes).unwrap(),
+                expected,
+                "from {from} max {max} max_bytes {max_bytes}"
+            );
+        }
+        // The large record alone goes out whole; a limit below it takes only it.
+        assert_eq!(log.read_bounded(5, 10, 10).unwrap(), records[5..6]);
+        assert_eq!(log.read_bounded(4, 10, value).unwrap(), records[4..5]);
+        assert!(matches!(
+            log.read_bounded(11, 1, 10),
+            Err(LogError::Contract(_))
+        ));
     }
 
     #[test]

@@ -243,7 +243,9 @@ impl Cluster {
     pub fn start_broker(&mut self, id: BrokerId) {
         let member = self.members.get_mut(&id).expect("no such broker");
         let (client, link) = self.quorum.client();
-        let control_plane = ControlPlane::start(member.config.clone(), client);
+        // These brokers host no partitions: no log ever fails.
+        let (_, no_log_failures) = tokio::sync::watch::channel(Vec::new());
+        let control_plane = ControlPlane::start(member.config.clone(), client, no_log_failures);
         *member
             .host
             .control_plane

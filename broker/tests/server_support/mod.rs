@@ -96,7 +96,7 @@ impl TestCluster {
         };
         for (id, (client, replication)) in listeners {
             let text = format!(
-                "broker_id = {id}\ndata_dir = \"{}\"\n{settings}\n\n[listeners]\nclient = \"{}\"\nreplication = \"{}\"\nmetadata = \"127.0.0.1:0\"\n\n{peers}",
+                "broker_id = {id}\ndata_dir = \"{}\"\nenable_failpoints = true\n{settings}\n\n[listeners]\nclient = \"{}\"\nreplication = \"{}\"\nmetadata = \"127.0.0.1:0\"\n\n{peers}",
                 root.join(format!("b{id}")).display(),
                 addr(&client),
                 addr(&replication),

@@ -18,7 +18,8 @@
 //!   offset + 1 (an empty read returns the empty range `[o, o)`). When the read also
 //!   reports `log_start_offset` `s`, the range starts at `max(o, s)`.
 //! - A read was *cut short* when it returned as many records as its `max` and its
-//!   records end below its high watermark (or it reported none). A read not cut short
+//!   records end below its high watermark (or it reported none), or when its ok says
+//!   `"truncated": true` (a byte limit of the broker stopped it). A read not cut short
 //!   claims the log (as the broker committed it) ends at its high watermark.
 //! - An append is *acked* at offset `x` when it completed `ok` with offset `x`, or when it
 //!   ended `info` and some read returned its value, at the first offset a read showed it.

@@ -63,6 +63,8 @@ pub(crate) struct Read {
     pub outcome: Outcome,
     pub offset: i64,
     pub max: Option<u64>,
+    /// The broker said a byte limit cut the reply short (`"truncated": true`).
+    pub truncated: bool,
     pub linearizable: bool,
     pub marked_final: bool,
     pub high_watermark: Option<i64>,
@@ -78,9 +80,13 @@ impl Read {
     }
 
     /// May have returned fewer records than the log held below its high watermark
-    /// because of a limit: its own `max`, or, without one, the broker's default cap (a
-    /// non-empty read that stopped short of its high watermark).
+    /// because of a limit: a byte limit the reply says cut it, its own `max`, or, without
+    /// one, the broker's default cap (a non-empty read that stopped short of its high
+    /// watermark).
     pub fn limited(&self) -> bool {
+        if self.truncated {
+            return true;
+        }
         match self.max {
             Some(max) => self.records_len as u64 >= max,
             None => {
@@ -138,6 +144,7 @@ struct Fields<'v> {
     value: Option<&'v Value>,
     offset: Option<&'v Value>,
     max: Option<&'v Value>,
+    truncated: Option<&'v Value>,
     consistency: Option<&'v Value>,
     marked_final: Option<&'v Value>,
     records: Option<&'v Value>,
@@ -156,6 +163,7 @@ impl<'v> Fields<'v> {
                     "value" => &mut fields.value,
                     "offset" => &mut fields.offset,
                     "max" => &mut fields.max,
+                    "truncated" => &mut fields.truncated,
                     "consistency" => &mut fields.consistency,
                     "final" => &mut fields.marked_final,
                     "records" => &mut fields.records,
@@ -294,6 +302,7 @@ pub(crate) fn parse(history: &History, operations: &[Operation]) -> Result<Parse
             .or(completed.marked_final)
             .and_then(Value::as_bool)
             == Some(true);
+        let truncated = completed.truncated.and_then(Value::as_bool) == Some(true);
         let records_start = parsed.records.len();
         let (mut high_watermark, mut log_start) = (None, None);
         if let Some((position, completed)) = ok_value {
@@ -330,6 +339,7 @@ pub(crate) fn parse(history: &History, operations: &[Operation]) -> Result<Parse
             outcome: operation.outcome,
             offset,
             max,
+            truncated,
             linearizable,
             marked_final,
             high_watermark,

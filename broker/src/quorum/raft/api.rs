@@ -8,6 +8,10 @@
 //! | `/v1/quorum/propose` | a [`Command`] | [`ProposeAnswer`] |
 //! | `/v1/quorum/read-index` | none | [`ReadIndexAnswer`] |
 //!
+//! The three Raft RPCs pass [`super::admit`] first: from a node that is not one of this
+//! cluster's brokers, or with a term or index no cluster reaches, they are answered `403`
+//! with the reason and never reach openraft.
+//!
 //! The two client calls are answered by this node only: a leader proposes (or confirms
 //! its lead for a read index), any other node says who leads. Forwarding and retrying
 //! are the caller's ([`super::node::RaftNode`]).
@@ -15,6 +19,8 @@
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use openraft::error::{InstallSnapshotError, RaftError};
@@ -24,6 +30,7 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::admit::{admit_append, admit_snapshot, admit_vote, Refused};
 use super::node::RaftNode;
 use super::types::{NodeId, TypeConfig};
 use crate::metadata::{Command, LogIndex, Reply, StoreError};
@@ -75,22 +82,38 @@ pub(super) fn router(node: Arc<RaftNode>) -> Router {
 async fn append(
     State(node): State<Arc<RaftNode>>,
     Json(rpc): Json<AppendEntriesRequest<TypeConfig>>,
-) -> Json<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> {
-    Json(node.raft.append_entries(rpc).await)
+) -> Response {
+    if let Err(refused) = admit_append(|id| node.is_member(id), &rpc) {
+        return refuse(&node, "append", &refused);
+    }
+    let answer: Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> =
+        node.raft.append_entries(rpc).await;
+    Json(answer).into_response()
 }
 
-async fn vote(
-    State(node): State<Arc<RaftNode>>,
-    Json(rpc): Json<VoteRequest<NodeId>>,
-) -> Json<Result<VoteResponse<NodeId>, RaftError<NodeId>>> {
-    Json(node.raft.vote(rpc).await)
+async fn vote(State(node): State<Arc<RaftNode>>, Json(rpc): Json<VoteRequest<NodeId>>) -> Response {
+    if let Err(refused) = admit_vote(|id| node.is_member(id), &rpc) {
+        return refuse(&node, "vote", &refused);
+    }
+    let answer: Result<VoteResponse<NodeId>, RaftError<NodeId>> = node.raft.vote(rpc).await;
+    Json(answer).into_response()
 }
 
 async fn snapshot(
     State(node): State<Arc<RaftNode>>,
     Json(rpc): Json<InstallSnapshotRequest<TypeConfig>>,
-) -> Json<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>> {
-    Json(node.raft.install_snapshot(rpc).await)
+) -> Response {
+    if let Err(refused) = admit_snapshot(|id| node.is_member(id), &rpc) {
+        return refuse(&node, "snapshot", &refused);
+    }
+    let answer: Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> =
+        node.raft.install_snapshot(rpc).await;
+    Json(answer).into_response()
+}
+
+fn refuse(node: &RaftNode, rpc: &'static str, refused: &Refused) -> Response {
+    tracing::warn!(broker = node.id, rpc, %refused, "Raft RPC refused");
+    (StatusCode::FORBIDDEN, format!("{refused}\n")).into_response()
 }
 
 async fn propose(

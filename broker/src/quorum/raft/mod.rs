@@ -21,6 +21,7 @@
 //! everything it runs at once, openraft's own tasks included, as kill -9 would: together
 //! with the disk writer's fence, nothing more is sent or written after it returns.
 
+mod admit;
 mod api;
 mod disk;
 mod log_store;
@@ -37,7 +38,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use openraft::error::{InitializeError, RaftError};
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::net::TcpListener;
@@ -454,7 +454,7 @@ async fn launch_node(
     let http = reqwest::Client::builder()
         .no_proxy()
         .connect_timeout(Duration::from_millis(launch.config.election_timeout_min))
-        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_idle_timeout(crate::server::CLIENT_POOL_IDLE)
         .build()
         .map_err(RaftStartError::Http)?;
     let network = Network {
@@ -525,18 +525,7 @@ async fn serve(listener: TcpListener, router: axum::Router, mut stop: watch::Rec
     let stopping = async move {
         let _ = stop.wait_for(|stopping| *stopping).await;
     };
-    // Small request/response exchanges: Nagle's algorithm would only add latency.
-    let listener = listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
-    });
-    if let Err(error) = axum::serve(listener, router)
-        .with_graceful_shutdown(stopping)
-        .await
-    {
-        tracing::error!(%error, "metadata listener failed");
-    }
+    serving::serve(listener, router, crate::server::listener_limits(), stopping).await;
 }
 
 /// Publishes `Some(term)` on `leadership` exactly while this node leads (the reaper runs

@@ -74,6 +74,20 @@ impl RaftNode {
         }
     }
 
+    /// Whether `id` is one of this cluster's brokers: configured, or in the quorum's
+    /// current membership.
+    pub(super) fn is_member(&self, id: NodeId) -> bool {
+        self.addresses.contains_key(&id)
+            || self
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .get_node(&id)
+                .is_some()
+    }
+
     pub(super) fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
     }
