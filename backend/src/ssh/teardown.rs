@@ -5,9 +5,15 @@
 use super::scripts::{KILL_ALL, REMOVE_CHAIN};
 use super::session::{lock, ssh_error, Daemon, HostConn, Inner, LIVE, STEP_TIMEOUT};
 use super::wait::{join_all, timed};
+use crate::state::ProcessRecord;
 use crate::tools::{self, display_command};
 use crate::BackendError;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a master told to exit gets before it is killed.
+const MASTER_EXIT_GRACE: Duration = Duration::from_secs(5);
 
 impl Inner {
     pub(super) async fn teardown(&self) -> Result<(), BackendError> {
@@ -35,6 +41,10 @@ impl Inner {
         for host in &self.hosts {
             let session = lock(&host.session).take();
             if let Some(session) = session {
+                // `-O exit` only asks the master to go; it leaves on its own time. Its
+                // pid, learned first, is what teardown waits on.
+                let socket = session.control_socket().to_path_buf();
+                let master = master_process(&socket).await;
                 match Arc::try_unwrap(session) {
                     Ok(session) => {
                         if let Err(error) = session.close().await {
@@ -43,18 +53,15 @@ impl Inner {
                     }
                     // Still in use by a command (a teardown from the Ctrl-C handler): the
                     // master is told to exit, which ends that command too.
-                    Err(shared) => {
-                        let argv = vec![
-                            "ssh".to_string(),
-                            "-S".to_string(),
-                            shared.control_socket().display().to_string(),
-                            "-O".to_string(),
-                            "exit".to_string(),
-                            "none".to_string(),
-                        ];
-                        if let Err(error) = tools::run_cancellable(argv).await {
+                    Err(_shared) => {
+                        if let Err(error) = tools::run_cancellable(exit_argv(&socket)).await {
                             tracing::debug!(node = %host.node, %error, "stopping the ssh master");
                         }
+                    }
+                }
+                if let Some(master) = master {
+                    if let Err(error) = await_master_exit(&master).await {
+                        failures.push(format!("{}: {error}", self.describe(host)));
                     }
                 }
             }
@@ -165,5 +172,93 @@ impl Inner {
             }
         }
         self.connect(host).await
+    }
+}
+
+/// `ssh -O exit` for the master listening on `socket`.
+fn exit_argv(socket: &Path) -> Vec<String> {
+    vec![
+        "ssh".to_string(),
+        "-S".to_string(),
+        socket.display().to_string(),
+        "-O".to_string(),
+        "exit".to_string(),
+        "none".to_string(),
+    ]
+}
+
+/// The local ssh master behind `socket` (from `ssh -O check`, which says
+/// `Master running (pid=N)`), or `None` if none answers.
+async fn master_process(socket: &Path) -> Option<ProcessRecord> {
+    let argv = vec![
+        "ssh".to_string(),
+        "-S".to_string(),
+        socket.display().to_string(),
+        "-O".to_string(),
+        "check".to_string(),
+        "none".to_string(),
+    ];
+    let output = tools::run_cancellable(argv).await.ok()?;
+    let pid = master_pid(&output.stderr).or_else(|| master_pid(&output.stdout))?;
+    let record = ProcessRecord::of(pid)?;
+    // Only an ssh process is ours to wait on or signal.
+    let is_ssh = record.cmdline.first().is_some_and(|program| {
+        Path::new(program)
+            .file_name()
+            .is_some_and(|name| name == "ssh")
+    });
+    is_ssh.then_some(record)
+}
+
+/// The pid in `ssh -O check`'s answer.
+fn master_pid(text: &str) -> Option<u32> {
+    let rest = &text[text.find("(pid=")? + "(pid=".len()..];
+    rest[..rest.find(')')?].trim().parse().ok()
+}
+
+/// Waits for a master told to exit to be gone; kills it (by pid, while it is still the
+/// recorded process) if it outstays [`MASTER_EXIT_GRACE`].
+async fn await_master_exit(master: &ProcessRecord) -> Result<(), String> {
+    let deadline = Instant::now() + MASTER_EXIT_GRACE;
+    while master.is_alive() {
+        if Instant::now() >= deadline {
+            tracing::debug!(pid = master.pid, "the ssh master did not exit; killing it");
+            let argv = vec![
+                "kill".to_string(),
+                "-s".to_string(),
+                "KILL".to_string(),
+                master.pid.to_string(),
+            ];
+            if master.is_alive() {
+                let _ = tools::run_cancellable(argv).await;
+            }
+            let killed_by = Instant::now() + Duration::from_secs(2);
+            while master.is_alive() {
+                if Instant::now() >= killed_by {
+                    return Err(format!(
+                        "the ssh master (pid {}) outlived SIGKILL",
+                        master.pid
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::master_pid;
+
+    #[test]
+    fn the_master_pid_is_read_from_the_check_answer() {
+        assert_eq!(master_pid("Master running (pid=1587)\r\n"), Some(1587));
+        assert_eq!(master_pid("Master running (pid= 42 )"), Some(42));
+        assert_eq!(master_pid("Control socket connect(/x): No such file"), None);
+        assert_eq!(master_pid("(pid=abc)"), None);
+        assert_eq!(master_pid("(pid=12"), None);
     }
 }
