@@ -339,6 +339,16 @@ impl ClusterControl for ClusterFaults {
             self.cluster.api.replicas(node).await
         })
     }
+
+    fn failpoint_hits<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> BoxFuture<'a, Option<std::collections::BTreeMap<String, u64>>> {
+        Box::pin(async move {
+            self.known(node).ok()?;
+            self.cluster.api.failpoint_hits(node).await
+        })
+    }
 }
 
 pub use spec::NemesisTally;

@@ -7,7 +7,9 @@
 //!   while it is cut off, an admin request (a preferred-leader election or a leader
 //!   transfer) is sent to it alone; the cut lasts until another node is controller (its
 //!   session expired), then a hold more, so that it comes back as a deposed controller
-//!   with the request still queued.
+//!   with the request still queued. Half the cuts are gated: the controller is first
+//!   stalled just before its next metadata write, the request makes it decide, and it is
+//!   let go only after the cut healed (a GC pause mid-decision across a failover).
 //! - [`Aim::AfterChange`] (CrashTuner, SOSP 2019: crash right after a metadata write):
 //!   the roles are polled every [`POLL`] until a partition's ISR grows or shrinks or its
 //!   leadership moves ([`changes`]), and that partition's leader is killed or isolated at
@@ -16,6 +18,12 @@
 //!   each node's replica views are polled until an in-sync follower's high watermark is
 //!   behind its leader's ([`lags`]); then the leader or that follower is killed or
 //!   paused.
+//! - [`Aim::Flap`] (fast leadership transitions): one partition's leadership moved away
+//!   from its leader and back several times, often with a replica's round trips slowed
+//!   so that they outlast a move; a held flap paces its moves by what the replicas say
+//!   of themselves and holds the stepping-down leader's answer from before the first
+//!   move until after the third ([`HeldStage`]): a reply delivered after the state it
+//!   describes changed twice, which leader-epoch fencing exists to drop.
 //!
 //! - [`Aim::Strand`] (drawn only where the system may elect a replica outside its
 //!   ISR): a leader is left alone (its followers' fetches cut until its ISR is itself),
@@ -59,6 +67,16 @@ pub const REQUEST_AFTER_MS: (u64, u64) = (0, 8_000);
 /// is not withdrawn: the broker may still carry it out), so that a request stuck behind
 /// the cut does not hold the package for the driver's whole retry budget.
 pub const REQUEST_WAIT: Duration = Duration::from_secs(4);
+/// The chance that a controller cut is gated ([`Aim::ControllerCut`]'s `gated`): the
+/// controller stalled mid-decision (a GC pause at its metadata write) while its session
+/// expires, rather than a request that may or may not meet the cut at a useful moment.
+pub const CUT_GATED_CHANCE: f64 = 0.5;
+/// The point a gated cut holds on the controller: just before it writes a partition's
+/// new state to the metadata quorum.
+pub const GATE_POINT: &str = "controller_before_state_write";
+/// How long a gated cut waits for its request's answer: briefly, as it is not answered
+/// while the gate holds the controller; what counts is that the gate is reached.
+pub const GATED_REQUEST_WAIT: Duration = Duration::from_millis(500);
 
 /// How long a strike waits for a node it cut off or paused to be replaced (its metadata
 /// session expired and a successor was elected): a controller cut after its admin
@@ -97,6 +115,42 @@ pub const LEAVE_ISR_WAIT: Duration = Duration::from_secs(12);
 /// The point of a stale answer: the follower's OffsetsForLeaderEpoch answer, held after it
 /// arrived and before it is applied.
 pub const STALE_ANSWER_POINT: &str = "after_offsets_for_leader_epoch";
+/// The chance that a flap that puts no replica behind is a held one ([`Aim::Flap`]'s
+/// `held`): a stale answer held until the moves it must outlast have taken effect,
+/// rather than for a time drawn in gaps, which a move slower than its gap (a busy
+/// controller, a slow LeaderAndIsr) makes too short.
+pub const FLAP_HELD_CHANCE: f64 = 0.6;
+/// How long a held flap waits for each of its stages ([`HeldStage`]) before it goes on
+/// all the same: longer than a leadership move takes on a loaded cluster, short enough
+/// that a stage that cannot happen (no writes to the partition, a truncation that asks
+/// no question) costs little.
+pub const HELD_STAGE_WAIT: Duration = Duration::from_secs(4);
+/// The point held on the stepping-down leader while its first move takes effect: its
+/// question (OffsetsForLeaderEpoch) waits until the new leader leads, so that the answer
+/// it gets is a real one, not a refusal from a replica that does not lead yet.
+pub const QUESTION_POINT: &str = "before_offsets_for_leader_epoch";
+
+/// The stages of a held flap, in order, each waited for (at most [`HELD_STAGE_WAIT`])
+/// by polling the replicas' own views and the failpoints' hit counts: the moment a
+/// stale message is worth delivering is a state of the cluster, not a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeldStage {
+    /// Leadership moved to the follower, which leads in its own view; the stepping-down
+    /// leader's question, held at [`QUESTION_POINT`], is then let go.
+    Away,
+    /// Its answer arrived and is held at [`STALE_ANSWER_POINT`].
+    Answered,
+    /// Leadership back on the first leader, which leads in its own view.
+    Back,
+    /// It has committed a write in its new epoch (its high watermark passed its log end
+    /// at the move): records the held answer knows nothing of.
+    Committed,
+    /// Leadership away again: the first leader follows in its own view, and the answer
+    /// is released, now describing a log that changed twice since it was asked.
+    AwayAgain,
+}
+
 /// The points a slow flap delays: the round trips a replica makes right after a
 /// leadership change (where its log and the new leader's diverge, then its first
 /// fetches).
@@ -176,9 +230,15 @@ pub enum CutRequest {
 #[serde(tag = "aim", rename_all = "kebab-case")]
 pub enum Aim {
     /// Cut the controller's metadata port, then send `request` `request_after_ms` later.
+    /// With `gated`, the controller is first stalled just before its next metadata
+    /// write ([`GATE_POINT`]) and `request` sent to make it decide something, then cut
+    /// until another node is controller, healed, and only then let go (`request_after_ms`
+    /// unused): a controller that comes back from a soft failure mid-decision.
     ControllerCut {
         request: CutRequest,
         request_after_ms: u64,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        gated: bool,
     },
     /// Strike the leader of the first partition seen to change its ISR or move its
     /// leadership within `watch_ms`.
@@ -198,12 +258,17 @@ pub enum Aim {
     /// that replica is first put behind: its replication port cut from every other
     /// node until the ISR no longer names it (at most [`LEAVE_ISR_WAIT`]) and `behind_ms`
     /// more; the cut is healed and the moves begin at once, while it catches up.
+    /// With `held`, the first three moves are paced by the cluster's state instead of
+    /// `gap_ms` and the leader that steps down first has its round trips held across
+    /// them (see [`HeldStage`]); `slow` and `behind_ms` are then `None`.
     Flap {
         moves: u64,
         gap_ms: u64,
         slow: Option<FlapDelay>,
         #[serde(skip_serializing_if = "Option::is_none")]
         behind_ms: Option<u64>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        held: bool,
     },
     /// A leader left ahead of the replica elected after it (module docs): cut from its
     /// followers' fetches until its ISR is itself (at most [`LEAVE_ISR_WAIT`]; healed at
@@ -260,7 +325,8 @@ impl Aim {
     /// Draws a strike: a controller cut with chance ⅛ (it holds the package for 20 s or
     /// more, the others for a few seconds), a strike after a change or on a lag with ¼
     /// each, a flap with ⅜ (a flap's moves, gaps and
-    /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]); after a change, a kill or
+    /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]; one that puts no
+    /// replica behind is held with chance [`FLAP_HELD_CHANCE`]); after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
     /// with chance ½ (a cut's request a transfer with chance ¾); waits uniform in [`WATCH_MS`], requests after
     /// [`REQUEST_AFTER_MS`].
@@ -281,6 +347,16 @@ impl Aim {
                 let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
                 let behind = rng.between(FLAP_BEHIND_MS.0, FLAP_BEHIND_MS.1);
                 let behind_ms = rng.chance(FLAP_BEHIND_CHANCE).then_some(behind);
+                let held = behind_ms.is_none() && rng.chance(FLAP_HELD_CHANCE);
+                if held {
+                    return Aim::Flap {
+                        moves,
+                        gap_ms,
+                        slow: None,
+                        behind_ms: None,
+                        held: true,
+                    };
+                }
                 // A replica put behind catches up while the leader that stepped down is
                 // held in its truncation (the new leader's HW waits for it): always a
                 // stale answer then.
@@ -317,6 +393,7 @@ impl Aim {
                     gap_ms,
                     slow,
                     behind_ms,
+                    held: false,
                 }
             }
             0 => Aim::ControllerCut {
@@ -328,6 +405,7 @@ impl Aim {
                     CutRequest::TransferLeader
                 },
                 request_after_ms: rng.between(REQUEST_AFTER_MS.0, REQUEST_AFTER_MS.1),
+                gated: rng.chance(CUT_GATED_CHANCE),
             },
             1 | 2 => Aim::AfterChange {
                 strike: if rng.chance(0.5) {
@@ -647,7 +725,8 @@ mod tests {
         let mut kinds = std::collections::BTreeSet::new();
         let mut calm = 0;
         let (mut slow_flaps, mut plain_flaps) = (0u32, 0u32);
-        let (mut stale_flaps, mut watching_flaps) = (0u32, 0u32);
+        let (mut stale_flaps, mut watching_flaps, mut held_flaps) = (0u32, 0u32, 0u32);
+        let (mut cuts, mut gated_cuts) = (0u32, 0u32);
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
@@ -660,8 +739,14 @@ mod tests {
             ));
             match &aim {
                 Aim::ControllerCut {
-                    request_after_ms, ..
-                } => assert!(*request_after_ms <= REQUEST_AFTER_MS.1),
+                    request_after_ms,
+                    gated,
+                    ..
+                } => {
+                    assert!(*request_after_ms <= REQUEST_AFTER_MS.1);
+                    gated_cuts += u32::from(*gated);
+                    cuts += 1;
+                }
                 Aim::AfterChange { strike, watch_ms } => {
                     assert_ne!(*strike, Strike::Pause);
                     assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
@@ -677,8 +762,13 @@ mod tests {
                     gap_ms,
                     slow,
                     behind_ms,
+                    held,
                 } => {
                     assert!((FLAP_MOVES.0..=FLAP_MOVES.1).contains(moves));
+                    if *held {
+                        held_flaps += 1;
+                        assert!(slow.is_none() && behind_ms.is_none(), "{aim:?}");
+                    }
                     assert!((FLAP_GAP_MS.0..=FLAP_GAP_MS.1).contains(gap_ms));
                     if let Some(ms) = behind_ms {
                         watching_flaps += 1;
@@ -715,7 +805,8 @@ mod tests {
                             assert!(delay.delay_ms > 2 * gap_ms, "{aim:?}");
                             assert!(delay.delay_ms < 3 * gap_ms, "{aim:?}");
                         }
-                        None => plain_flaps += 1,
+                        None if !*held => plain_flaps += 1,
+                        None => {}
                     }
                 }
                 Aim::Strand { .. } => panic!("a strand without unclean elections: {aim:?}"),
@@ -736,15 +827,23 @@ mod tests {
         // controller (no strike) + 2 after a change + 4 on a lag + a flap (no strike).
         assert_eq!(kinds.len(), 8, "{kinds:?}");
         // Three draws in eight are flaps (1,125); half of them put a third replica
-        // behind first, always with a stale answer; of the others, a quarter are plain,
-        // half stale answers, a quarter slow elsewhere.
+        // behind first, always with a stale answer (562); of the others, 60% are held
+        // (337), and of the rest a quarter are plain (56), half stale answers (112), a
+        // quarter slow elsewhere (56).
         assert!(
-            (100..190).contains(&plain_flaps)
-                && (760..930).contains(&stale_flaps)
-                && (100..190).contains(&slow_flaps),
-            "{plain_flaps} {stale_flaps} {slow_flaps}"
+            (30..90).contains(&plain_flaps)
+                && (600..750).contains(&stale_flaps)
+                && (30..90).contains(&slow_flaps)
+                && (280..400).contains(&held_flaps),
+            "{plain_flaps} {stale_flaps} {slow_flaps} {held_flaps}"
         );
         assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
+        // One in eight is a controller cut (375), half of them gated.
+        assert!((310..440).contains(&cuts), "{cuts}");
+        assert!(
+            (cuts * 2 / 5..cuts * 3 / 5).contains(&gated_cuts),
+            "{gated_cuts} of {cuts}"
+        );
         let share = f64::from(calm) / draws as f64;
         assert!((0.30..0.37).contains(&share), "calm before {share}");
     }

@@ -98,6 +98,17 @@ pub trait ClusterControl: Send + Sync {
         let _ = node;
         Box::pin(async { None })
     }
+
+    /// How often each armed failpoint of `node` was reached since its broker started
+    /// (`sut::Api::failpoint_hits`); `None` when it does not answer, or the cluster has
+    /// no failpoints (the default).
+    fn failpoint_hits<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> BoxFuture<'a, Option<std::collections::BTreeMap<String, u64>>> {
+        let _ = node;
+        Box::pin(async { None })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -495,6 +495,16 @@ struct Completed {
 /// its live in-sync followers, and its other live replicas besides the leader.
 type LedPartition<'r> = (&'r crate::roles::PartitionRoles, Vec<String>, Vec<String>);
 
+/// How many of a held flap's moves are paced by its stages ([`aimed::HeldStage`]).
+const HELD_MOVES: u64 = 3;
+
+/// What a held flap's paced moves came to: their record (`held` in the strike's
+/// value) and the error of a point that could not be released.
+struct HeldOutcome {
+    record: Map<String, Value>,
+    error: Option<String>,
+}
+
 /// What the package tasks share with the [`Nemesis`]: the cluster, the journal, the
 /// fault state (cheap to clone: all behind `Arc`s).
 #[derive(Clone)]
@@ -1606,8 +1616,9 @@ impl Worker {
             Aim::ControllerCut {
                 request,
                 request_after_ms,
+                gated,
             } => {
-                self.controller_cut(request, request_after_ms, rng, value)
+                self.controller_cut(request, request_after_ms, gated, rng, value)
                     .await
             }
             Aim::AfterChange { strike, watch_ms } => {
@@ -1623,8 +1634,9 @@ impl Worker {
                 gap_ms,
                 ref slow,
                 behind_ms,
+                held,
             } => {
-                self.flap(moves, gap_ms, slow.as_ref(), behind_ms, rng, value)
+                self.flap(moves, gap_ms, slow.as_ref(), behind_ms, held, rng, value)
                     .await
             }
             Aim::Strand { alone_ms } => self.strand(alone_ms, rng, value).await,
@@ -1636,13 +1648,16 @@ impl Worker {
     /// times, `gap_ms` apart, to the follower, back to the leader, and so on; with
     /// `slow`, that delay is first armed on one live replica of the partition (entered
     /// in [`FaultState::aimed_slowed`], released by the undo). Each move's answer or
-    /// error is in `moves`; a move that fails does not end the flap.
+    /// error is in `moves`; a move that fails does not end the flap. With `held`, the
+    /// first three moves are [`Worker::held_moves`] and the rest `gap_ms` apart.
+    #[allow(clippy::too_many_arguments)]
     async fn flap(
         &self,
         moves: u64,
         gap_ms: u64,
         slow: Option<&aimed::FlapDelay>,
         behind_ms: Option<u64>,
+        held: bool,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
@@ -1715,24 +1730,189 @@ impl Worker {
             value.insert("behind_healed".into(), Value::Object(healed));
         }
         let mut done = Vec::new();
-        for index in 0..moves {
+        let mut errors = Vec::new();
+        let first = if held {
+            let (topic, number) = (partition.topic.as_str(), partition.partition);
+            let outcome = self
+                .held_moves(topic, number, &leader, &follower, &mut done)
+                .await;
+            value.insert("held".into(), Value::Object(outcome.record));
+            errors.extend(outcome.error);
+            HELD_MOVES.min(moves)
+        } else {
+            0
+        };
+        for index in first..moves {
             if index > 0 {
                 tokio::time::sleep(Duration::from_millis(gap_ms)).await;
             }
             let to = if index % 2 == 0 { &follower } else { &leader };
-            let action = AdminAction::TransferLeader {
-                topic: partition.topic.clone(),
-                partition: partition.partition,
-                to: to.clone(),
-            };
-            match tokio::time::timeout(aimed::REQUEST_WAIT, self.control.admin(&action)).await {
-                Ok(Ok(answer)) => done.push(json!({"to": to, "answer": answer})),
-                Ok(Err(error)) => done.push(json!({"to": to, "error": error.0})),
-                Err(_) => done.push(json!({"to": to, "error": "no answer in time"})),
-            }
+            done.push(
+                self.transfer(&partition.topic, partition.partition, to)
+                    .await,
+            );
         }
         value.insert("moves".into(), Value::Array(done));
+        (!errors.is_empty()).then(|| errors.join("; "))
+    }
+
+    /// One leadership move of a flap: its record (`to`, and the answer or the error).
+    async fn transfer(&self, topic: &str, number: u32, to: &str) -> Value {
+        let action = AdminAction::TransferLeader {
+            topic: topic.to_string(),
+            partition: number,
+            to: to.to_string(),
+        };
+        match tokio::time::timeout(aimed::REQUEST_WAIT, self.control.admin(&action)).await {
+            Ok(Ok(answer)) => json!({"to": to, "answer": answer}),
+            Ok(Err(error)) => json!({"to": to, "error": error.0}),
+            Err(_) => json!({"to": to, "error": "no answer in time"}),
+        }
+    }
+
+    /// A held flap's first three moves of `topic`/`number` (to `follower`, back to
+    /// `leader`, to `follower` again), each paced by the stage it must bring about
+    /// ([`aimed::HeldStage`]): `leader`'s question held ([`aimed::QUESTION_POINT`])
+    /// until `follower` leads, then its answer held ([`aimed::STALE_ANSWER_POINT`])
+    /// while leadership comes back to it, it commits a write and leadership leaves it
+    /// again, and only then released. A stage that does not come within
+    /// [`aimed::HELD_STAGE_WAIT`] is recorded as missed and the flap goes on; both
+    /// points are released at the end whatever happened (and by the undo, should a
+    /// release fail). The moves' records go to `moves`.
+    async fn held_moves(
+        &self,
+        topic: &str,
+        number: u32,
+        leader: &str,
+        follower: &str,
+        moves: &mut Vec<Value>,
+    ) -> HeldOutcome {
+        let mut record = Map::new();
+        let mut reached = Vec::new();
+        let mut missed = Vec::new();
+        let mut note = |stage: aimed::HeldStage, ok: bool| {
+            let name = serde_json::to_value(stage).unwrap_or(Value::Null);
+            if ok {
+                reached.push(name);
+            } else {
+                missed.push(name);
+            }
+        };
+        let question = aimed::QUESTION_POINT;
+        let answer = aimed::STALE_ANSWER_POINT;
+
+        let asked_before = self.hits_of(leader, question).await;
+        record.insert("question".into(), self.hold_point(leader, question).await);
+        moves.push(self.transfer(topic, number, follower).await);
+        let away = self
+            .await_view(follower, topic, number, |view| view.leading)
+            .await
+            .is_some();
+        note(aimed::HeldStage::Away, away);
+        // Its question reached the point (it is a follower now) before the answer is
+        // held: the answer it gets comes from a leader. (Not waited for when the point
+        // could not be armed: it counts nothing then.)
+        let question_armed = record
+            .get("question")
+            .is_some_and(|armed| armed.get("error").is_none());
+        if question_armed {
+            self.await_hits(leader, question, asked_before).await;
+        }
+        let answered_before = self.hits_of(leader, answer).await;
+        record.insert("answer".into(), self.hold_point(leader, answer).await);
+        let mut errors = Vec::new();
+        if let Err(error) = self.release_point(leader, question).await {
+            errors.push(error);
+        }
+        let answer_armed = record
+            .get("answer")
+            .is_some_and(|armed| armed.get("error").is_none());
+        let answered = answer_armed && self.await_hits(leader, answer, answered_before).await;
+        note(aimed::HeldStage::Answered, answered);
+
+        moves.push(self.transfer(topic, number, leader).await);
+        let back = self
+            .await_view(leader, topic, number, |view| view.leading)
+            .await;
+        note(aimed::HeldStage::Back, back.is_some());
+        if let Some(start) = back.map(|view| view.log_end_offset) {
+            let committed = self
+                .await_view(leader, topic, number, |view| {
+                    view.leading && view.high_watermark > start
+                })
+                .await;
+            if let Some(view) = &committed {
+                record.insert("committed_from".into(), json!(start));
+                record.insert("committed_to".into(), json!(view.high_watermark));
+            }
+            note(aimed::HeldStage::Committed, committed.is_some());
+        } else {
+            note(aimed::HeldStage::Committed, false);
+        }
+
+        moves.push(self.transfer(topic, number, follower).await);
+        let away_again = self
+            .await_view(leader, topic, number, |view| {
+                !view.leading && view.leader.as_deref() == Some(follower)
+            })
+            .await
+            .is_some();
+        note(aimed::HeldStage::AwayAgain, away_again);
+        if let Err(error) = self.release_point(leader, answer).await {
+            errors.push(error);
+        }
+        record.insert("on".into(), json!(leader));
+        record.insert("reached".into(), Value::Array(reached));
+        record.insert("missed".into(), Value::Array(missed));
+        HeldOutcome {
+            record,
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
+        }
+    }
+
+    /// `node`'s view of `topic`/`number`, read every [`aimed::POLL`] until `wanted` holds
+    /// for it, for at most [`aimed::HELD_STAGE_WAIT`] and only while the run goes on.
+    async fn await_view(
+        &self,
+        node: &str,
+        topic: &str,
+        number: u32,
+        wanted: impl Fn(&sut::ReplicaView) -> bool,
+    ) -> Option<sut::ReplicaView> {
+        let began = Instant::now();
+        while began.elapsed() < aimed::HELD_STAGE_WAIT && !self.stopping() {
+            if let Some(view) = self.replica_view(node, topic, number).await {
+                if wanted(&view) {
+                    return Some(view);
+                }
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        }
         None
+    }
+
+    /// How often `point` was reached on `node` (0 when it never was, or the node does
+    /// not say).
+    async fn hits_of(&self, node: &str, point: &str) -> u64 {
+        tokio::time::timeout(aimed::POLL * 4, self.control.failpoint_hits(node))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|hits| hits.get(point).copied())
+            .unwrap_or(0)
+    }
+
+    /// Whether `point` was reached on `node` more than `before` times within
+    /// [`aimed::HELD_STAGE_WAIT`] (polled, only while the run goes on).
+    async fn await_hits(&self, node: &str, point: &str, before: u64) -> bool {
+        let began = Instant::now();
+        while began.elapsed() < aimed::HELD_STAGE_WAIT && !self.stopping() {
+            if self.hits_of(node, point).await > before {
+                return true;
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        false
     }
 
     /// `delay` armed on `nodes` for an `aimed` strike (entered in
@@ -2036,6 +2216,7 @@ impl Worker {
         &self,
         request: CutRequest,
         request_after_ms: u64,
+        gated: bool,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
@@ -2047,6 +2228,9 @@ impl Worker {
         value.insert("node".into(), json!(controller));
         value.insert("meta_leader".into(), json!(roles.meta_leader));
         value.insert("controller_epoch".into(), json!(roles.controller_epoch));
+        if gated {
+            return self.gated_cut(&controller, request, rng, value).await;
+        }
         value.insert(
             "why".into(),
             json!("the controller's metadata port is cut from the metadata quorum while an admin request is sent"),
@@ -2066,7 +2250,81 @@ impl Worker {
             return Some(error);
         }
         tokio::time::sleep(Duration::from_millis(request_after_ms)).await;
-        let action = match request {
+        let action = self.cut_request(request, rng).await;
+        // To the cut-off controller alone: retried at the others, the request would be
+        // carried out by the controller that takes over, and the one cut off would have
+        // nothing queued when it comes back.
+        self.ask_controller(&action, &controller, aimed::REQUEST_WAIT, value)
+            .await;
+        // The cut is a soft failure only once the rest of the cluster has given the
+        // controller up: hold it until another node is controller (its session expired
+        // and a successor was elected), at most FAILOVER_WAIT; the undo's hold follows.
+        self.await_successor(&controller, value).await;
+        None
+    }
+
+    /// A gated controller cut ([`Aim::ControllerCut`]'s `gated`): `controller` stalled
+    /// just before its next metadata write ([`aimed::GATE_POINT`] held), an admin
+    /// request sent to it so that it decides something and stops there, its metadata
+    /// port cut until another node is controller, the cut healed, and only then the
+    /// gate released: its decision, made as controller, is written by a node that has
+    /// not been one for a while. What each stage came to is in `value`.
+    async fn gated_cut(
+        &self,
+        controller: &str,
+        request: CutRequest,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        value.insert(
+            "why".into(),
+            json!("the controller stalls just before a metadata write and loses its session meanwhile"),
+        );
+        let gate = aimed::GATE_POINT;
+        let before = self.hits_of(controller, gate).await;
+        let held = self.hold_point(controller, gate).await;
+        let armed = held.get("error").is_none();
+        value.insert("gate".into(), held);
+        let action = self.cut_request(request, rng).await;
+        // Not answered while the gate holds it: only sent.
+        self.ask_controller(&action, controller, aimed::GATED_REQUEST_WAIT, value)
+            .await;
+        let reached = armed && self.await_hits(controller, gate, before).await;
+        value.insert("gate_reached".into(), json!(reached));
+        let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller.to_string()]));
+        let mut errors = Vec::new();
+        let cut = self
+            .partition(
+                PackageKind::Aimed,
+                &shape,
+                Ports::Metadata,
+                false,
+                rng,
+                value,
+            )
+            .await;
+        if let Some(error) = cut {
+            errors.push(error);
+        } else {
+            self.await_successor(controller, value).await;
+            let mut healed = Map::new();
+            if let Some(error) = self.stop_cuts(PackageKind::Aimed, &mut healed).await {
+                errors.push(error);
+            }
+            value.insert("uncut".into(), Value::Object(healed));
+        }
+        if let Err(error) = self.release_point(controller, gate).await {
+            errors.push(error);
+        }
+        value.insert("gate_released".into(), json!(true));
+        (!errors.is_empty()).then(|| errors.join("; "))
+    }
+
+    /// The admin request of a controller cut: a preferred-leader election, or a
+    /// partition with an in-sync follower moved to it (picked with `rng`; a preferred
+    /// election when no partition has one).
+    async fn cut_request(&self, request: CutRequest, rng: &mut Rng) -> AdminAction {
+        match request {
             CutRequest::ElectPreferred => AdminAction::ElectPreferred,
             CutRequest::TransferLeader => {
                 let roles = self.roles().await;
@@ -2092,20 +2350,24 @@ impl Worker {
                     None => AdminAction::ElectPreferred,
                 }
             }
-        };
+        }
+    }
+
+    /// `action` sent to `controller` alone, waited for at most `wait` (the request is
+    /// not withdrawn: the broker may still carry it out); the request and its answer or
+    /// error in `value`.
+    async fn ask_controller(
+        &self,
+        action: &AdminAction,
+        controller: &str,
+        wait: Duration,
+        value: &mut Map<String, Value>,
+    ) {
         value.insert(
             "request".into(),
-            serde_json::to_value(&action).unwrap_or(Value::Null),
+            serde_json::to_value(action).unwrap_or(Value::Null),
         );
-        // To the cut-off controller alone: retried at the others, the request would be
-        // carried out by the controller that takes over, and the one cut off would have
-        // nothing queued when it comes back.
-        match tokio::time::timeout(
-            aimed::REQUEST_WAIT,
-            self.control.admin_at(&action, &controller),
-        )
-        .await
-        {
+        match tokio::time::timeout(wait, self.control.admin_at(action, controller)).await {
             Ok(Ok(answer)) => {
                 value.insert("answer".into(), answer);
             }
@@ -2117,18 +2379,20 @@ impl Worker {
                     "request_error".into(),
                     json!(format!(
                         "no answer within {} ms (the request may still be handled)",
-                        aimed::REQUEST_WAIT.as_millis()
+                        wait.as_millis()
                     )),
                 );
             }
         }
-        // The cut is a soft failure only once the rest of the cluster has given the
-        // controller up: hold it until another node is controller (its session expired
-        // and a successor was elected), at most FAILOVER_WAIT; the undo's hold follows.
+    }
+
+    /// The roles polled until a node other than `controller` is controller, at most
+    /// [`aimed::FAILOVER_WAIT`]: the successor and the wait in `value`.
+    async fn await_successor(&self, controller: &str, value: &mut Map<String, Value>) {
         let began = Instant::now();
         let successor = self
             .poll_roles(aimed::FAILOVER_WAIT, |now| {
-                now.controller.clone().filter(|c| *c != controller)
+                now.controller.clone().filter(|c| c != controller)
             })
             .await;
         value.insert("successor".into(), json!(successor));
@@ -2136,7 +2400,6 @@ impl Worker {
             "failover_wait_ms".into(),
             json!(began.elapsed().as_millis() as u64),
         );
-        None
     }
 
     /// CrashTuner's moment: the roles read every [`aimed::POLL`] for `watch_ms`; the first

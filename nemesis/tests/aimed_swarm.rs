@@ -32,6 +32,16 @@ struct Cluster {
     admin: Vec<AdminAction>,
     /// Every signal, start and cut, in order.
     calls: Vec<String>,
+    /// With `Some`, the cluster has failpoints: those armed, by node and point, with
+    /// their actions (and arming and releasing them are calls too).
+    failpoints: Option<BTreeMap<(String, String), String>>,
+    /// How often each point was reached, by node and point.
+    hits: BTreeMap<(String, String), u64>,
+    /// Leader transfers move the replica views' leadership (a new epoch each), and a
+    /// leading view's high watermark grows at every read (writes being committed).
+    moving: bool,
+    /// An admin request makes this node reach this point (a controller deciding).
+    hits_on_admin: Option<(String, String)>,
 }
 
 struct Scripted {
@@ -212,6 +222,9 @@ impl ClusterControl for Scripted {
         Box::pin(async move {
             let mut cluster = self.cluster();
             cluster.admin.push(action.clone());
+            if let Some(key) = cluster.hits_on_admin.clone() {
+                *cluster.hits.entry(key).or_default() += 1;
+            }
             // While the controller is cut off, it cannot write its decision.
             if cluster
                 .cuts
@@ -222,12 +235,106 @@ impl ClusterControl for Scripted {
                     "503: the controller cannot reach the quorum".into(),
                 ));
             }
+            if let (true, AdminAction::TransferLeader { partition, to, .. }) =
+                (cluster.moving, action)
+            {
+                cluster.transfer(*partition, to);
+            }
             Ok(json!({"ok": true}))
         })
     }
 
     fn replicas<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<Vec<ReplicaView>>> {
-        Box::pin(async move { self.cluster().views.get(node).cloned() })
+        Box::pin(async move {
+            let mut cluster = self.cluster();
+            if cluster.moving {
+                for view in cluster.views.get_mut(node).into_iter().flatten() {
+                    if view.leading {
+                        view.high_watermark += 5;
+                        view.log_end_offset = view.log_end_offset.max(view.high_watermark);
+                    }
+                }
+            }
+            cluster.views.get(node).cloned()
+        })
+    }
+
+    fn failpoint<'a>(
+        &'a self,
+        node: &'a str,
+        point: &'a str,
+        actions: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Value, ControlError>> {
+        Box::pin(async move {
+            let mut guard = self.cluster();
+            let cluster = &mut *guard;
+            let key = (node.to_string(), point.to_string());
+            let Some(armed) = cluster.failpoints.as_mut() else {
+                return Err(ControlError(format!("{node}: no failpoints")));
+            };
+            match actions {
+                Some(actions) => {
+                    armed.insert(key, actions.to_string());
+                    cluster.calls.push(format!("arm {node} {point}"));
+                }
+                None => {
+                    armed.remove(&key);
+                    cluster.calls.push(format!("release {node} {point}"));
+                    // A question let go is answered, and the answer reaches its point.
+                    let answer = (node.to_string(), HELD_ANSWER.to_string());
+                    if point == HELD_QUESTION && armed.contains_key(&answer) {
+                        *cluster.hits.entry(answer).or_default() += 1;
+                    }
+                }
+            }
+            Ok(json!({"ok": true}))
+        })
+    }
+
+    fn failpoint_hits<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<BTreeMap<String, u64>>> {
+        Box::pin(async move {
+            let cluster = self.cluster();
+            cluster.failpoints.as_ref()?;
+            Some(
+                cluster
+                    .hits
+                    .iter()
+                    .filter(|((n, _), _)| n == node)
+                    .map(|((_, point), count)| (point.clone(), *count))
+                    .collect(),
+            )
+        })
+    }
+}
+
+const HELD_QUESTION: &str = "before_offsets_for_leader_epoch";
+const HELD_ANSWER: &str = "after_offsets_for_leader_epoch";
+
+impl Cluster {
+    /// Leadership of `t/<number>` to `to` in every node's view, at the next epoch; a
+    /// node that stops leading asks its question (reaching the question point if armed).
+    fn transfer(&mut self, number: u32, to: &str) {
+        let mut asked = Vec::new();
+        for (node, views) in self.views.iter_mut() {
+            for view in views.iter_mut().filter(|v| v.partition == number) {
+                if view.leading && node != to {
+                    asked.push(node.clone());
+                }
+                view.leading = node == to;
+                view.leader = Some(to.to_string());
+                view.leader_epoch = Some(view.leader_epoch.unwrap_or(1) + 1);
+            }
+        }
+        for node in asked {
+            let key = (node, HELD_QUESTION.to_string());
+            if self
+                .failpoints
+                .as_ref()
+                .is_some_and(|armed| armed.contains_key(&key))
+            {
+                *self.hits.entry(key).or_default() += 1;
+            }
+        }
     }
 }
 
@@ -388,6 +495,7 @@ async fn a_controller_cut_isolates_its_metadata_port_and_asks_while_it_is_cut() 
     let aim = Aim::ControllerCut {
         request: CutRequest::ElectPreferred,
         request_after_ms: 50,
+        gated: false,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -412,6 +520,7 @@ async fn a_controller_cut_isolates_its_metadata_port_and_asks_while_it_is_cut() 
     let transfer = Aim::ControllerCut {
         request: CutRequest::TransferLeader,
         request_after_ms: 0,
+        gated: false,
     };
     let (value, _) = nemesis
         .execute_checked(&aim_step(transfer, 6))
@@ -430,6 +539,53 @@ async fn a_controller_cut_isolates_its_metadata_port_and_asks_while_it_is_cut() 
     assert_eq!(value["uncut"]["healed"], json!(2));
     control.assert_healed();
     assert!(nemesis.state().is_healed());
+}
+
+#[tokio::test]
+async fn a_gated_controller_cut_holds_the_controller_at_its_write_until_its_cut_healed() {
+    let control = Scripted::new();
+    control.cluster().failpoints = Some(BTreeMap::new());
+    // The controller reaches its gate at the request; a successor is elected on the
+    // third read of the roles.
+    control.cluster().hits_on_admin = Some(("n1".into(), "controller_before_state_write".into()));
+    let mut successor = base_roles();
+    successor.controller = Some("n3".into());
+    control.script_roles(vec![base_roles(), base_roles(), base_roles(), successor]);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::ControllerCut {
+        request: CutRequest::TransferLeader,
+        request_after_ms: 0,
+        gated: true,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["node"], json!("n1"), "the controller");
+    assert_eq!(value["gate_reached"], json!(true), "{value}");
+    assert_eq!(value["successor"], json!("n3"), "{value}");
+    assert_eq!(
+        value["request"]["action"],
+        json!("transfer-leader"),
+        "{value}"
+    );
+    // Gate, request, cut, heal, release: in that order.
+    let calls = control.cluster().calls.clone();
+    assert_eq!(
+        calls,
+        vec![
+            "arm n1 controller_before_state_write",
+            "cut metadata",
+            "uncut metadata",
+            "release n1 controller_before_state_write",
+        ],
+        "{value}"
+    );
+    assert_eq!(control.cluster().admin.len(), 1);
+    // Nothing is left for the undo.
+    let (value, error) = nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    control.assert_healed();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
 }
 
 #[tokio::test]
@@ -815,6 +971,7 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
         gap_ms: 10,
         slow: None,
         behind_ms: None,
+        held: false,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -859,6 +1016,7 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
             on: FlapSlowed::AnyReplica,
         }),
         behind_ms: None,
+        held: false,
     };
     let (value, _) = nemesis.execute_checked(&aim_step(slow, 4)).await.unwrap();
     assert!(value["slow"]["error"].as_str().is_some(), "{value}");
@@ -894,6 +1052,7 @@ async fn a_flap_that_puts_a_replica_behind_cuts_it_until_it_leaves_the_isr_and_h
             on: FlapSlowed::SteppingDown,
         }),
         behind_ms: Some(20),
+        held: false,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -927,6 +1086,124 @@ async fn a_flap_that_puts_a_replica_behind_cuts_it_until_it_leaves_the_isr_and_h
     nemesis.execute_checked(&stop_step()).await.unwrap();
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
     control.assert_healed();
+}
+
+#[tokio::test]
+async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_left_it_twice() {
+    let control = Scripted::new();
+    {
+        let mut cluster = control.cluster();
+        cluster.failpoints = Some(BTreeMap::new());
+        cluster.moving = true;
+        // t/0 led by n1 (n2, n3 follow), t/1 led by n2 (n3 follows).
+        for node in ["n1", "n2", "n3"] {
+            let mut views = vec![ReplicaView {
+                leader: Some("n1".into()),
+                leader_epoch: Some(1),
+                ..view(0, node == "n1", 20)
+            }];
+            if node != "n1" {
+                views.push(ReplicaView {
+                    leader: Some("n2".into()),
+                    leader_epoch: Some(1),
+                    ..view(1, node == "n2", 20)
+                });
+            }
+            cluster.views.insert(node.into(), views);
+        }
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Flap {
+        moves: 4,
+        gap_ms: 10,
+        slow: None,
+        behind_ms: None,
+        held: true,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    let leader = value["between"][1].as_str().expect("a leader").to_string();
+    let follower = value["between"][0]
+        .as_str()
+        .expect("a follower")
+        .to_string();
+    assert_eq!(
+        value["held"]["reached"],
+        json!(["away", "answered", "back", "committed", "away-again"]),
+        "{value}"
+    );
+    assert_eq!(value["held"]["missed"], json!([]), "{value}");
+    assert_eq!(value["held"]["on"], json!(leader));
+    assert!(
+        value["held"]["committed_to"].as_u64() > value["held"]["committed_from"].as_u64(),
+        "{value}"
+    );
+    // Away, back, away (paced), then one more after a gap.
+    let moves: Vec<Value> = value["moves"]
+        .as_array()
+        .expect("moves")
+        .iter()
+        .map(|m| m["to"].clone())
+        .collect();
+    assert_eq!(
+        moves,
+        vec![
+            json!(follower),
+            json!(leader),
+            json!(follower),
+            json!(leader)
+        ]
+    );
+    // The question is held before the first move and let go once the answer is held;
+    // the answer is released only after the third move.
+    let calls = control.cluster().calls.clone();
+    let at = |call: String| {
+        calls
+            .iter()
+            .position(|c| *c == call)
+            .unwrap_or_else(|| panic!("{call} not in {calls:?}"))
+    };
+    let question = at(format!("arm {leader} {HELD_QUESTION}"));
+    let answer = at(format!("arm {leader} {HELD_ANSWER}"));
+    let question_released = at(format!("release {leader} {HELD_QUESTION}"));
+    let answer_released = at(format!("release {leader} {HELD_ANSWER}"));
+    assert!(question < answer && answer < question_released && question_released < answer_released);
+    assert!(control.cluster().failpoints.as_ref().unwrap().is_empty());
+    // Nothing is left for the undo.
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+#[tokio::test]
+async fn a_held_flap_on_a_cluster_that_never_moves_says_which_stages_it_missed() {
+    // The views never change and there are no failpoints: every stage is missed, the
+    // moves are still sent, and nothing is left held.
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Flap {
+        moves: 3,
+        gap_ms: 10,
+        slow: None,
+        behind_ms: None,
+        held: true,
+    };
+    let began = std::time::Instant::now();
+    let (value, _) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
+    assert_eq!(value["held"]["reached"], json!([]), "{value}");
+    assert_eq!(
+        value["held"]["missed"],
+        json!(["away", "answered", "back", "committed", "away-again"]),
+        "{value}"
+    );
+    assert!(value["held"]["question"]["error"].is_string(), "{value}");
+    assert_eq!(control.cluster().admin.len(), 3);
+    // Each stage gives up after its wait (four waits; "committed" needs "back").
+    assert!(began.elapsed() < nemesis::aimed::HELD_STAGE_WAIT * 6);
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
 }
 
 fn strand(alone_ms: u64) -> Aim {
