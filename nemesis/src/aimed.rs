@@ -7,7 +7,7 @@
 //!   while it is cut off, an admin request (a preferred-leader election or a leader
 //!   transfer) is sent to it alone; the cut lasts until another node is controller (its
 //!   session expired), then a hold more, so that it comes back as a deposed controller
-//!   with the request still queued. Half the cuts are gated: the controller is first
+//!   with the request still queued. Two cuts in three are gated: the controller is first
 //!   stalled just before its next metadata write, the request makes it decide, and it is
 //!   let go only after the cut healed (a GC pause mid-decision across a failover).
 //! - [`Aim::AfterChange`] (CrashTuner, SOSP 2019: crash right after a metadata write):
@@ -70,7 +70,7 @@ pub const REQUEST_WAIT: Duration = Duration::from_secs(4);
 /// The chance that a controller cut is gated ([`Aim::ControllerCut`]'s `gated`): the
 /// controller stalled mid-decision (a GC pause at its metadata write) while its session
 /// expires, rather than a request that may or may not meet the cut at a useful moment.
-pub const CUT_GATED_CHANCE: f64 = 0.5;
+pub const CUT_GATED_CHANCE: f64 = 2.0 / 3.0;
 /// The point a gated cut holds on the controller: just before it writes a partition's
 /// new state to the metadata quorum.
 pub const GATE_POINT: &str = "controller_before_state_write";
@@ -322,9 +322,10 @@ impl Aim {
         }
     }
 
-    /// Draws a strike: a controller cut with chance ⅛ (it holds the package for 20 s or
-    /// more, the others for a few seconds), a strike after a change or on a lag with ¼
-    /// each, a flap with ⅜ (a flap's moves, gaps and
+    /// Draws a strike: a controller cut with chance ¼ (it holds the package for 10 to
+    /// 30 s, the others for a few seconds; two in three gated, [`CUT_GATED_CHANCE`]), a
+    /// strike after a change with ¼, on a lag with ⅛ (its lag is often not seen within
+    /// its watch), a flap with ⅜ (a flap's moves, gaps and
     /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]; one that puts no
     /// replica behind is held with chance [`FLAP_HELD_CHANCE`]); after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
@@ -342,7 +343,7 @@ impl Aim {
         }
         let watch_ms = rng.between(WATCH_MS.0, WATCH_MS.1);
         match rng.below(8) {
-            5..=7 => {
+            4..=6 => {
                 let moves = rng.between(FLAP_MOVES.0, FLAP_MOVES.1);
                 let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
                 let behind = rng.between(FLAP_BEHIND_MS.0, FLAP_BEHIND_MS.1);
@@ -396,17 +397,23 @@ impl Aim {
                     held: false,
                 }
             }
-            0 => Aim::ControllerCut {
+            0 | 7 => {
                 // A preferred election is a no-op while every leader is preferred (the
-                // usual state), so most cuts carry a transfer: queued work for sure.
-                request: if rng.chance(0.25) {
-                    CutRequest::ElectPreferred
-                } else {
-                    CutRequest::TransferLeader
-                },
-                request_after_ms: rng.between(REQUEST_AFTER_MS.0, REQUEST_AFTER_MS.1),
-                gated: rng.chance(CUT_GATED_CHANCE),
-            },
+                // usual state), so most cuts carry a transfer: queued work for sure; a
+                // gated cut always does, as its gate waits for a decision.
+                let elect = rng.chance(0.25);
+                let request_after_ms = rng.between(REQUEST_AFTER_MS.0, REQUEST_AFTER_MS.1);
+                let gated = rng.chance(CUT_GATED_CHANCE);
+                Aim::ControllerCut {
+                    request: if elect && !gated {
+                        CutRequest::ElectPreferred
+                    } else {
+                        CutRequest::TransferLeader
+                    },
+                    request_after_ms,
+                    gated,
+                }
+            }
             1 | 2 => Aim::AfterChange {
                 strike: if rng.chance(0.5) {
                     Strike::Kill
@@ -739,12 +746,15 @@ mod tests {
             ));
             match &aim {
                 Aim::ControllerCut {
+                    request,
                     request_after_ms,
                     gated,
-                    ..
                 } => {
                     assert!(*request_after_ms <= REQUEST_AFTER_MS.1);
                     gated_cuts += u32::from(*gated);
+                    if *gated {
+                        assert_eq!(*request, CutRequest::TransferLeader, "{aim:?}");
+                    }
                     cuts += 1;
                 }
                 Aim::AfterChange { strike, watch_ms } => {
@@ -838,10 +848,10 @@ mod tests {
             "{plain_flaps} {stale_flaps} {slow_flaps} {held_flaps}"
         );
         assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
-        // One in eight is a controller cut (375), half of them gated.
-        assert!((310..440).contains(&cuts), "{cuts}");
+        // Two in eight are controller cuts (750), two thirds of them gated.
+        assert!((660..840).contains(&cuts), "{cuts}");
         assert!(
-            (cuts * 2 / 5..cuts * 3 / 5).contains(&gated_cuts),
+            (cuts * 3 / 5..cuts * 3 / 4).contains(&gated_cuts),
             "{gated_cuts} of {cuts}"
         );
         let share = f64::from(calm) / draws as f64;

@@ -454,7 +454,7 @@ impl Nemesis {
             value.insert("final".into(), json!(true));
             let f = Action::StopSlow.f();
             let token = worker.journal.invoke(f, Value::Object(value.clone()))?;
-            let error = worker.release_slow(&mut value).await;
+            let error = worker.release_slow(&mut value, false).await;
             worker.finish(token, f, value, error)?;
         }
 
@@ -890,7 +890,7 @@ impl Worker {
             Action::Slow { target, delays } => {
                 self.slow(target, delays, &mut rng, &mut value).await
             }
-            Action::StopSlow => self.release_slow(&mut value).await,
+            Action::StopSlow => self.release_slow(&mut value, true).await,
             Action::Aim(aim) => self.aim(aim, &mut rng, &mut value).await,
             Action::StopAim => self.stop_aimed(&mut value).await,
         };
@@ -1422,11 +1422,21 @@ impl Worker {
             return Some("no-target: every target node is killed".into());
         }
         let mut armed = Vec::new();
+        let mut skipped = Vec::new();
         let mut errors = Map::new();
         for node in &nodes {
             for delay in delays {
                 let key = (node.clone(), delay.point.clone());
-                self.state().slowed.entry(key.clone()).or_insert(false);
+                {
+                    let mut state = self.state();
+                    if state.aimed_slowed.contains(&key) {
+                        // An aimed strike holds this point: re-arming it would end
+                        // the strike's hold (and the slow stop would release it).
+                        skipped.push(json!({"node": node, "point": delay.point}));
+                        continue;
+                    }
+                    state.slowed.entry(key.clone()).or_insert(false);
+                }
                 let actions = delay.actions();
                 match self
                     .control
@@ -1450,6 +1460,9 @@ impl Worker {
             }
         }
         value.insert("armed".into(), Value::Array(armed));
+        if !skipped.is_empty() {
+            value.insert("held_by_aimed".into(), Value::Array(skipped));
+        }
         let error = failures("arming a delay", &errors);
         if !errors.is_empty() {
             value.insert("errors".into(), Value::Object(errors));
@@ -1457,16 +1470,25 @@ impl Worker {
         error
     }
 
-    /// Releases every failpoint in [`FaultState::slowed`]. One that cannot be released
-    /// stays there to be tried again, unless its arming was never confirmed or its node
-    /// is killed (a killed broker's failpoints died with it).
-    async fn release_slow(&self, value: &mut Map<String, Value>) -> Option<String> {
-        let slowed: Vec<((String, String), bool)> = self
-            .state()
-            .slowed
-            .iter()
-            .map(|(key, confirmed)| (key.clone(), *confirmed))
-            .collect();
+    /// Releases every failpoint in [`FaultState::slowed`], but with `keep_aimed` those
+    /// an `aimed` strike holds ([`FaultState::aimed_slowed`]: the slow package's stop
+    /// must not let go a strike's hold half-way; the strike's own undo does). One that
+    /// cannot be released stays there to be tried again, unless its arming was never
+    /// confirmed or its node is killed (a killed broker's failpoints died with it).
+    async fn release_slow(
+        &self,
+        value: &mut Map<String, Value>,
+        keep_aimed: bool,
+    ) -> Option<String> {
+        let slowed: Vec<((String, String), bool)> = {
+            let state = self.state();
+            state
+                .slowed
+                .iter()
+                .filter(|(key, _)| !(keep_aimed && state.aimed_slowed.contains(*key)))
+                .map(|(key, confirmed)| (key.clone(), *confirmed))
+                .collect()
+        };
         let mut released = Vec::new();
         let mut errors = Map::new();
         for ((node, point), confirmed) in slowed {
@@ -2280,16 +2302,34 @@ impl Worker {
             "why".into(),
             json!("the controller stalls just before a metadata write and loses its session meanwhile"),
         );
+        {
+            let state = self.state();
+            if state.killed.contains_key(controller) || state.paused.contains(controller) {
+                return Some(format!(
+                    "no-target: the controller {controller} is down (its successor is not elected yet)"
+                ));
+            }
+        }
         let gate = aimed::GATE_POINT;
         let before = self.hits_of(controller, gate).await;
         let held = self.hold_point(controller, gate).await;
         let armed = held.get("error").is_none();
         value.insert("gate".into(), held);
+        if !armed {
+            // A controller that does not answer cannot be gated (it may be down, or
+            // cut off by another package): nothing is cut, and the arming is forgotten.
+            if let Err(error) = self.release_point(controller, gate).await {
+                return Some(error);
+            }
+            return Some(format!(
+                "no-target: the gate could not be armed on the controller {controller}"
+            ));
+        }
         let action = self.cut_request(request, rng).await;
         // Not answered while the gate holds it: only sent.
         self.ask_controller(&action, controller, aimed::GATED_REQUEST_WAIT, value)
             .await;
-        let reached = armed && self.await_hits(controller, gate, before).await;
+        let reached = self.await_hits(controller, gate, before).await;
         value.insert("gate_reached".into(), json!(reached));
         let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller.to_string()]));
         let mut errors = Vec::new();

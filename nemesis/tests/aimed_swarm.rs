@@ -1206,6 +1206,89 @@ async fn a_held_flap_on_a_cluster_that_never_moves_says_which_stages_it_missed()
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
 }
 
+#[tokio::test]
+async fn the_slow_package_neither_rearms_nor_releases_a_point_an_aimed_strike_holds() {
+    let control = Scripted::new();
+    control.cluster().failpoints = Some(BTreeMap::new());
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    // A slow flap holds its stale answer on the leader that steps down (t/0: n1, or
+    // t/1: n2) until the aimed undo.
+    let aim = Aim::Flap {
+        moves: 3,
+        gap_ms: 10,
+        slow: Some(FlapDelay {
+            delay: nemesis::slow::Delay {
+                point: HELD_ANSWER.into(),
+                delay_ms: 25,
+                percent: 100,
+            },
+            on: FlapSlowed::SteppingDown,
+        }),
+        behind_ms: None,
+        held: false,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    let leader = value["between"][1].as_str().expect("a leader").to_string();
+    let held = (leader.clone(), HELD_ANSWER.to_string());
+    assert_eq!(
+        control.cluster().failpoints.as_ref().unwrap().get(&held),
+        Some(&"return(25)".to_string())
+    );
+    // A slow period on the same node and point leaves the strike's arming alone...
+    let slow = |action| Step {
+        package: PackageKind::Slow,
+        index: 0,
+        delay: Duration::ZERO,
+        action,
+        seed: 1,
+    };
+    let (value, error) = nemesis
+        .execute_checked(&slow(Action::Slow {
+            target: nemesis::TargetSpec::Nodes(vec![leader.clone()]),
+            delays: vec![
+                nemesis::slow::Delay {
+                    point: HELD_ANSWER.into(),
+                    delay_ms: 900,
+                    percent: 50,
+                },
+                nemesis::slow::Delay {
+                    point: "leader_fetch_response".into(),
+                    delay_ms: 300,
+                    percent: 100,
+                },
+            ],
+        }))
+        .await
+        .unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(
+        value["held_by_aimed"][0]["point"],
+        json!(HELD_ANSWER),
+        "{value}"
+    );
+    assert_eq!(
+        control.cluster().failpoints.as_ref().unwrap().get(&held),
+        Some(&"return(25)".to_string())
+    );
+    // ...and its stop releases only its own.
+    let (value, error) = nemesis
+        .execute_checked(&slow(Action::StopSlow))
+        .await
+        .unwrap();
+    assert_eq!(error, None, "{value}");
+    let armed = control.cluster().failpoints.clone().unwrap();
+    assert_eq!(
+        armed.keys().cloned().collect::<Vec<_>>(),
+        vec![held.clone()]
+    );
+    // The strike's undo releases the hold.
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(control.cluster().failpoints.as_ref().unwrap().is_empty());
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+}
+
 fn strand(alone_ms: u64) -> Aim {
     Aim::Strand { alone_ms }
 }
