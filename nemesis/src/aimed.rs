@@ -77,6 +77,10 @@ pub const GATE_POINT: &str = "controller_before_state_write";
 /// How long a gated cut waits for its request's answer: briefly, as it is not answered
 /// while the gate holds the controller; what counts is that the gate is reached.
 pub const GATED_REQUEST_WAIT: Duration = Duration::from_millis(500);
+/// How long a gated cut waits for the controller to reach its gate after the request:
+/// a controller that is still recovering from an earlier fault (its quorum re-electing,
+/// its session renewed) handles the request late, and the gate holds whenever it does.
+pub const GATE_WAIT: Duration = Duration::from_secs(10);
 
 /// How long a strike waits for a node it cut off or paused to be replaced (its metadata
 /// session expired and a successor was elected): a controller cut after its admin

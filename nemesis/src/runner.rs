@@ -1683,6 +1683,12 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
+        // A held flap's stages need a cluster that no other fault is changing.
+        let _exclusive = if held {
+            Some(self.quiet(value).await)
+        } else {
+            None
+        };
         let roles = self.roles().await;
         value.insert("trigger".into(), json!("flap"));
         let candidates = self.led_partitions(&roles);
@@ -1927,8 +1933,14 @@ impl Worker {
     /// Whether `point` was reached on `node` more than `before` times within
     /// [`aimed::HELD_STAGE_WAIT`] (polled, only while the run goes on).
     async fn await_hits(&self, node: &str, point: &str, before: u64) -> bool {
+        self.await_hits_for(node, point, before, aimed::HELD_STAGE_WAIT)
+            .await
+    }
+
+    /// [`Worker::await_hits`] for at most `limit`.
+    async fn await_hits_for(&self, node: &str, point: &str, before: u64, limit: Duration) -> bool {
         let began = Instant::now();
-        while began.elapsed() < aimed::HELD_STAGE_WAIT && !self.stopping() {
+        while began.elapsed() < limit && !self.stopping() {
             if self.hits_of(node, point).await > before {
                 return true;
             }
@@ -1988,23 +2000,7 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        // The cluster to itself: other packages start nothing more, and what they have
-        // in place is undone by their own stops (at most QUIET_WAIT).
-        let _exclusive = Exclusive::take(&self.state, PackageKind::Aimed);
-        let began = Instant::now();
-        while self.state().others_hold(PackageKind::Aimed)
-            && began.elapsed() < aimed::QUIET_WAIT
-            && !self.stopping()
-        {
-            tokio::time::sleep(aimed::POLL).await;
-        }
-        value.insert(
-            "quiet".into(),
-            json!({
-                "quiet": !self.state().others_hold(PackageKind::Aimed),
-                "waited_ms": began.elapsed().as_millis() as u64,
-            }),
-        );
+        let _exclusive = self.quiet(value).await;
         let roles = self.roles().await;
         value.insert("trigger".into(), json!("strand"));
         let candidates: Vec<&crate::roles::PartitionRoles> = self
@@ -2173,6 +2169,30 @@ impl Worker {
         (!errors.is_empty()).then(|| errors.join("; "))
     }
 
+    /// The cluster to an `aimed` strike of several stages, which a fault landing
+    /// mid-way would undo: other packages start nothing more while the returned guard
+    /// lives, and what they have in place is undone by their own stops, waited for at
+    /// most [`aimed::QUIET_WAIT`] (the strike begins then whatever is still in place).
+    /// What it came to is `value`'s `quiet`.
+    async fn quiet(&self, value: &mut Map<String, Value>) -> Exclusive {
+        let exclusive = Exclusive::take(&self.state, PackageKind::Aimed);
+        let began = Instant::now();
+        while self.state().others_hold(PackageKind::Aimed)
+            && began.elapsed() < aimed::QUIET_WAIT
+            && !self.stopping()
+        {
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        value.insert(
+            "quiet".into(),
+            json!({
+                "quiet": !self.state().others_hold(PackageKind::Aimed),
+                "waited_ms": began.elapsed().as_millis() as u64,
+            }),
+        );
+        exclusive
+    }
+
     /// `point` held (`pause`) on `node` for an `aimed` strike, entered in
     /// [`FaultState::slowed`] and [`FaultState::aimed_slowed`] (so the undo and
     /// `heal_all` release it too): the arming's record.
@@ -2242,6 +2262,13 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
+        // A gated cut's stages need a cluster that no other fault is changing (a
+        // controller killed or cut off by another package cannot be gated).
+        let _exclusive = if gated {
+            Some(self.quiet(value).await)
+        } else {
+            None
+        };
         let roles = self.roles().await;
         value.insert("trigger".into(), json!("controller"));
         let Some(controller) = roles.controller.clone() else {
@@ -2329,8 +2356,25 @@ impl Worker {
         // Not answered while the gate holds it: only sent.
         self.ask_controller(&action, controller, aimed::GATED_REQUEST_WAIT, value)
             .await;
-        let reached = self.await_hits(controller, gate, before).await;
+        let began = Instant::now();
+        let reached = self
+            .await_hits_for(controller, gate, before, aimed::GATE_WAIT)
+            .await;
         value.insert("gate_reached".into(), json!(reached));
+        value.insert(
+            "gate_wait_ms".into(),
+            json!(began.elapsed().as_millis() as u64),
+        );
+        if !reached {
+            // No decision to hold: a cut now would only be an ordinary one.
+            if let Err(error) = self.release_point(controller, gate).await {
+                return Some(error);
+            }
+            return Some(format!(
+                "no-target: the controller {controller} wrote no partition state within {} ms of the request",
+                aimed::GATE_WAIT.as_millis()
+            ));
+        }
         let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller.to_string()]));
         let mut errors = Vec::new();
         let cut = self
