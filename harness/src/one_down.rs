@@ -73,9 +73,10 @@ impl OneDown<'_> {
             .iter()
             .filter(|p| p.topic == self.topic)
             .collect();
-        if !settled.lagging.is_empty() {
-            probe.not_restored = self.not_restored(&ours, &settled.lagging).await;
-        }
+        // Every partition is looked at: one in sync by the metadata may still name a
+        // leader that does not lead it (its LeaderAndIsr refused), which no write
+        // notices when clients find the real leader by trying the others.
+        probe.not_restored = self.not_restored(&ours, &settled.lagging).await;
         if !self.kill {
             probe.skipped = Some("the cluster was not available after the heal".into());
             return Ok(probe);
@@ -187,10 +188,11 @@ impl OneDown<'_> {
         }
     }
 
-    /// Of the `lagging` partitions (not fully in sync on a healed, idle cluster for
-    /// [`IN_SYNC_TIMEOUT`]), those the cluster cannot be catching up on: the leader's own
-    /// ISR is not the metadata's, or a replica outside the ISR already holds the leader's
-    /// whole log. Each is confirmed by a second look a second later.
+    /// The partitions a healed, idle cluster cannot be restoring: any whose leader by the
+    /// metadata does not lead it in its own view, and of the `lagging` ones (not fully in
+    /// sync for [`IN_SYNC_TIMEOUT`]) those whose leader's own ISR is not the metadata's,
+    /// or with a replica outside the ISR that already holds the leader's whole log. Each
+    /// is confirmed by a second look a second later.
     async fn not_restored(
         &self,
         partitions: &[&PartitionRoles],
@@ -218,13 +220,11 @@ impl OneDown<'_> {
 
     async fn stuck(&self, partitions: &[&PartitionRoles], lagging: &[String]) -> Vec<NotRestored> {
         let mut found = Vec::new();
-        for partition in partitions
-            .iter()
-            .filter(|p| lagging.contains(&p.key()) && !fully_in_sync(p))
-        {
+        for partition in partitions {
             let Some(leader) = &partition.leader else {
                 continue;
             };
+            let behind = lagging.contains(&partition.key()) && !fully_in_sync(partition);
             let view_of = |views: Option<Vec<ReplicaView>>| {
                 views.and_then(|all| {
                     all.into_iter()
@@ -234,6 +234,10 @@ impl OneDown<'_> {
             let Some(lead) = view_of(self.control.replicas(leader).await) else {
                 continue;
             };
+            if !behind {
+                found.extend(not_leading(partition, leader, &lead));
+                continue;
+            }
             let views = {
                 let mut views = Vec::new();
                 for replica in partition
@@ -283,6 +287,30 @@ pub fn spare_nodes(nodes: &[String], partitions: &[&PartitionRoles], needed: usi
         .collect()
 }
 
+/// A finding when `leader`, the leader of `partition` by the metadata, does not lead it in
+/// its own view (`lead`): on a healed and idle cluster, clients sent to it are refused.
+pub fn not_leading(
+    partition: &PartitionRoles,
+    leader: &str,
+    lead: &ReplicaView,
+) -> Option<NotRestored> {
+    (!lead.leading).then(|| NotRestored {
+        key: partition.key(),
+        leader: leader.to_string(),
+        replica: None,
+        why: format!(
+            "the metadata names {leader} its leader (epoch {}), but {leader} does not lead \
+             it (it follows {} at epoch {})",
+            partition
+                .leader_epoch
+                .map_or("none".to_string(), |e| e.to_string()),
+            lead.leader.as_deref().unwrap_or("no one"),
+            lead.leader_epoch
+                .map_or("none".to_string(), |e| e.to_string()),
+        ),
+    })
+}
+
 /// Why `partition`, not fully in sync on a healed and idle cluster, cannot be catching
 /// up, from its leader's own view (`lead`) and the views of the replicas outside its ISR
 /// (`outside`, by node): the leader's ISR is not the metadata's (one finding), or else
@@ -294,22 +322,8 @@ pub fn diverged(
     lead: &ReplicaView,
     outside: &[(String, ReplicaView)],
 ) -> Vec<NotRestored> {
-    if !lead.leading {
-        return vec![NotRestored {
-            key: partition.key(),
-            leader: leader.to_string(),
-            replica: None,
-            why: format!(
-                "the metadata names {leader} its leader (epoch {}), but {leader} does not lead \
-                 it (it follows {} at epoch {})",
-                partition
-                    .leader_epoch
-                    .map_or("none".to_string(), |e| e.to_string()),
-                lead.leader.as_deref().unwrap_or("no one"),
-                lead.leader_epoch
-                    .map_or("none".to_string(), |e| e.to_string()),
-            ),
-        }];
+    if let Some(found) = not_leading(partition, leader, lead) {
+        return vec![found];
     }
     let mut own = lead.isr.clone();
     let mut metadata = partition.isr.clone();
@@ -408,6 +422,12 @@ mod tests {
         let found = diverged(&p, "n2", &follows, &[]);
         assert_eq!(found.len(), 1);
         assert!(found[0].why.contains("follows n1"), "{}", found[0].why);
+        // The same for a partition in sync by the metadata: a leader by the metadata
+        // that does not lead is found; one that leads is not.
+        let in_sync = partition(0, "n2", &["n1", "n2", "n3"], &["n1", "n2", "n3"]);
+        let found = not_leading(&in_sync, "n2", &follows).expect("not leading");
+        assert_eq!(found.leader, "n2");
+        assert!(not_leading(&in_sync, "n2", &view(&["n1", "n2", "n3"], 100)).is_none());
         // n3 holds the whole log and is still left out.
         let caught_up = (String::from("n3"), view(&[], 100));
         let found = diverged(&p, "n2", &view(&["n1", "n2"], 100), &[caught_up]);
