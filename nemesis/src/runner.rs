@@ -2284,18 +2284,7 @@ impl Worker {
             "why".into(),
             json!("the controller's metadata port is cut from the metadata quorum while an admin request is sent"),
         );
-        let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller.clone()]));
-        if let Some(error) = self
-            .partition(
-                PackageKind::Aimed,
-                &shape,
-                Ports::Metadata,
-                false,
-                rng,
-                value,
-            )
-            .await
-        {
+        if let Some(error) = self.isolate(&controller, Ports::Metadata, rng, value).await {
             return Some(error);
         }
         tokio::time::sleep(Duration::from_millis(request_after_ms)).await;
@@ -2375,18 +2364,8 @@ impl Worker {
                 aimed::GATE_WAIT.as_millis()
             ));
         }
-        let shape = Shape::Isolate(TargetSpec::Nodes(vec![controller.to_string()]));
         let mut errors = Vec::new();
-        let cut = self
-            .partition(
-                PackageKind::Aimed,
-                &shape,
-                Ports::Metadata,
-                false,
-                rng,
-                value,
-            )
-            .await;
+        let cut = self.isolate(controller, Ports::Metadata, rng, value).await;
         if let Some(error) = cut {
             errors.push(error);
         } else {
@@ -2402,6 +2381,20 @@ impl Worker {
         }
         value.insert("gate_released".into(), json!(true));
         (!errors.is_empty()).then(|| errors.join("; "))
+    }
+
+    /// `node` cut from every other node on `ports` as an `aimed` fault (healed by the
+    /// strike or its undo); the cut's record in `value`, and its error.
+    async fn isolate(
+        &self,
+        node: &str,
+        ports: Ports,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let shape = Shape::Isolate(TargetSpec::Nodes(vec![node.to_string()]));
+        self.partition(PackageKind::Aimed, &shape, ports, false, rng, value)
+            .await
     }
 
     /// The admin request of a controller cut: a preferred-leader election, or a
