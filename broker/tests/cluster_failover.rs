@@ -137,12 +137,30 @@ async fn the_cluster_recovers_from_losing_its_controller_and_its_quorum_leader()
         cluster.controller().await.expect("controller").1
     }
 
+    // Each broker's own view of its control plane: only the controller the metadata
+    // names acts as one, with the metadata's epoch.
+    async fn acting(cluster: &ProcessCluster, id: BrokerId) -> Option<u64> {
+        let (status, answer) = cluster.get(id, "/v1/debug/controller").await?;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["broker_id"], json!(id), "{answer}");
+        answer["controller_epoch"].as_u64()
+    }
+    async fn assert_only_controller_acts(cluster: &ProcessCluster) {
+        let (controller, epoch) = cluster.controller().await.expect("controller");
+        for id in 1..=5 {
+            let expected = (id == controller).then_some(epoch);
+            assert_eq!(acting(cluster, id).await, expected, "broker {id}");
+        }
+    }
+
     // Apart: the controller...
+    assert_only_controller_acts(&cluster).await;
     let (controller, epoch) = cluster.controller().await.expect("controller");
     cluster.kill(controller);
     let epoch = recovered(&cluster, epoch, "after killing the controller").await;
     cluster.restart(controller);
     cluster.wait_full_isr("t", 5, READY).await;
+    assert_only_controller_acts(&cluster).await;
     // ... then the quorum leader (the controller's epoch moves only if it was also
     // controller, so wait for the quorum instead).
     let meta_leader = cluster.metadata_leader().await.expect("quorum leader");

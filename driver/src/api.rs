@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use sut::{
-    error_chain, AdminAction, Api, ApiError, BoxFuture, Connector, DbError, NodeInfo, ReplicaView,
-    Roles, Target, TopicLayout, TopicSpec,
+    error_chain, AdminAction, Api, ApiError, BoxFuture, Connector, ControllerView, DbError,
+    NodeInfo, ReplicaView, Roles, Target, TopicLayout, TopicSpec,
 };
 
 use crate::client::{BrokerConnector, ClientNode};
@@ -264,6 +264,12 @@ impl BrokerApi {
         views::replicas(&self.ids, &answer)
     }
 
+    async fn node_controller(&self, name: &str) -> Option<ControllerView> {
+        let node = self.node(name).ok()?;
+        let answer = self.get_view(node, "/v1/debug/controller").await?;
+        views::controller_view(&answer)
+    }
+
     async fn node_hits(&self, name: &str) -> Option<BTreeMap<String, u64>> {
         let node = self.node(name).ok()?;
         let answer = self.get_view(node, "/v1/debug/failpoints").await?;
@@ -451,6 +457,10 @@ impl Api for BrokerApi {
 
     fn failpoint_hits<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<BTreeMap<String, u64>>> {
         Box::pin(self.node_hits(node))
+    }
+
+    fn controller_view<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<ControllerView>> {
+        Box::pin(self.node_controller(node))
     }
 
     fn connector(&self, target: &Target) -> Result<Arc<dyn Connector>, ApiError> {

@@ -1,13 +1,14 @@
 //! The broker's answers read as the doors' plain views: `GET /v1/metadata` as
 //! [`sut::Roles`], `GET /v1/debug/replicas` as [`sut::ReplicaView`]s, and
-//! `GET /v1/debug/failpoints` as hit counts. Broker ids become node names; an id of no
+//! `GET /v1/debug/failpoints` as hit counts, `GET /v1/debug/controller` as a
+//! [`sut::ControllerView`]. Broker ids become node names; an id of no
 //! node of the cluster is dropped.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
-use sut::{PartitionRoles, ReplicaView, Roles};
+use sut::{ControllerView, PartitionRoles, ReplicaView, Roles};
 
 /// Each node's name and its broker id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +166,27 @@ pub fn replicas(ids: &BrokerIds, answer: &Value) -> Option<Vec<ReplicaView>> {
 }
 
 #[derive(Debug, Deserialize)]
+struct ControlPlane {
+    #[serde(default)]
+    controller_epoch: Option<u64>,
+    #[serde(default)]
+    elections_won: u64,
+    #[serde(default)]
+    resignations: u64,
+}
+
+/// A `/v1/debug/controller` answer as the node's view of its control plane; `None` when
+/// it is not one.
+pub fn controller_view(answer: &Value) -> Option<ControllerView> {
+    let status = ControlPlane::deserialize(answer).ok()?;
+    Some(ControllerView {
+        acting_epoch: status.controller_epoch,
+        elections_won: status.elections_won,
+        resignations: status.resignations,
+    })
+}
+
+#[derive(Debug, Deserialize)]
 struct Failpoints {
     #[serde(default)]
     hits: BTreeMap<String, u64>,
@@ -294,6 +316,24 @@ mod tests {
             (None, 0)
         );
         assert!(super::roles(&ids(), &json!({"brokers": "junk"})).is_none());
+    }
+
+    #[test]
+    fn control_plane_answers_read_as_controller_views() {
+        let acting = json!({"broker_id": 2, "controller_epoch": 5, "live_brokers": [1, 2],
+            "elections_won": 2, "resignations": 1, "fenced_writes": 0});
+        assert_eq!(
+            controller_view(&acting),
+            Some(ControllerView {
+                acting_epoch: Some(5),
+                elections_won: 2,
+                resignations: 1
+            })
+        );
+        let idle = json!({"broker_id": 3, "controller_epoch": null, "live_brokers": []});
+        assert_eq!(controller_view(&idle).map(|v| v.acting_epoch), Some(None));
+        assert_eq!(controller_view(&json!({"controller_epoch": "five"})), None);
+        assert_eq!(controller_view(&json!([1, 2])), None);
     }
 
     #[test]

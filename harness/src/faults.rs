@@ -349,6 +349,13 @@ impl ClusterControl for ClusterFaults {
             self.cluster.api.failpoint_hits(node).await
         })
     }
+
+    fn controller_view<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<sut::ControllerView>> {
+        Box::pin(async move {
+            self.known(node).ok()?;
+            self.cluster.api.controller_view(node).await
+        })
+    }
 }
 
 pub use spec::NemesisTally;

@@ -82,6 +82,13 @@ pub const GATED_REQUEST_WAIT: Duration = Duration::from_millis(500);
 /// its session renewed) handles the request late, and the gate holds whenever it does.
 pub const GATE_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a controller cut waits for the controller the metadata names to act as one in
+/// its own view: a controller killed and restarted is still named by the `/controller`
+/// node of its old incarnation until that session expires (up to the longest session
+/// timeout, 15 s in the nightly matrix, and the quorum's notice of it), and cutting or
+/// gating a node that does not act as controller aims at nothing.
+pub const ACTING_WAIT: Duration = Duration::from_secs(20);
+
 /// How long a strike waits for a node it cut off or paused to be replaced (its metadata
 /// session expired and a successor was elected): a controller cut after its admin
 /// request, a strand after its pause. Longer than the longest session timeout a test

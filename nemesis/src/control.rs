@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::grudge::{Grudge, Ports};
 use crate::roles::Roles;
 
-pub use sut::{AdminAction, BoxFuture, ReplicaView};
+pub use sut::{AdminAction, BoxFuture, ControllerView, ReplicaView};
 
 /// A failed action on the cluster, with a message that says what and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,6 +95,14 @@ pub trait ClusterControl: Send + Sync {
     /// What `node` knows of each of its replicas (`sut::Api::replicas`); `None` when it
     /// does not answer, or the cluster cannot tell (the default).
     fn replicas<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<Vec<ReplicaView>>> {
+        let _ = node;
+        Box::pin(async { None })
+    }
+
+    /// What `node` knows of its own control plane (`sut::Api::controller_view`): whether
+    /// it acts as controller now; `None` when it does not answer, or the cluster cannot
+    /// tell (the default).
+    fn controller_view<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<ControllerView>> {
         let _ = node;
         Box::pin(async { None })
     }

@@ -40,8 +40,8 @@ pub mod swarm;
 pub mod target;
 
 pub use control::{
-    AdminAction, BoxFuture, ClusterControl, ControlError, FaultValue, Journal, JournalError,
-    ReplicaView,
+    AdminAction, BoxFuture, ClusterControl, ControlError, ControllerView, FaultValue, Journal,
+    JournalError, ReplicaView,
 };
 pub use grudge::{Grudge, Ports, Shape};
 pub use package::{PackageInfo, PackageKind};

@@ -2269,8 +2269,11 @@ impl Worker {
         } else {
             None
         };
-        let roles = self.roles().await;
         value.insert("trigger".into(), json!("controller"));
+        let roles = match self.acting_controller(value).await {
+            Ok(roles) => roles,
+            Err(why) => return Some(why),
+        };
         let Some(controller) = roles.controller.clone() else {
             return Some("no-target: no controller".into());
         };
@@ -2299,6 +2302,65 @@ impl Worker {
         // and a successor was elected), at most FAILOVER_WAIT; the undo's hold follows.
         self.await_successor(&controller, value).await;
         None
+    }
+
+    /// The roles polled until the controller they name acts as controller in its own
+    /// view, with their epoch, and is neither killed nor paused by the nemesis, at most
+    /// [`aimed::ACTING_WAIT`]; the wait in `value` (`acting_wait_ms`, and `named_idle`:
+    /// how many reads named a controller that did not act as one). `Err` says why no
+    /// controller is a target.
+    async fn acting_controller(&self, value: &mut Map<String, Value>) -> Result<Roles, String> {
+        let began = Instant::now();
+        let mut named_idle = 0u64;
+        let mut last = None;
+        while began.elapsed() < aimed::ACTING_WAIT && !self.stopping() {
+            if let Ok(Some(roles)) =
+                tokio::time::timeout(aimed::POLL * 4, self.control.roles()).await
+            {
+                if let Some(controller) = roles.controller.clone() {
+                    let down = {
+                        let state = self.state();
+                        state.killed.contains_key(&controller) || state.paused.contains(&controller)
+                    };
+                    let view = if down {
+                        None
+                    } else {
+                        tokio::time::timeout(
+                            aimed::POLL * 4,
+                            self.control.controller_view(&controller),
+                        )
+                        .await
+                        .ok()
+                        .flatten()
+                    };
+                    let acting = view
+                        .as_ref()
+                        .and_then(|v| v.acting_epoch)
+                        .is_some_and(|epoch| epoch == roles.controller_epoch);
+                    if acting {
+                        value.insert(
+                            "acting_wait_ms".into(),
+                            json!(began.elapsed().as_millis() as u64),
+                        );
+                        value.insert("named_idle".into(), json!(named_idle));
+                        return Ok(roles);
+                    }
+                    if view.is_some() {
+                        named_idle += 1;
+                    }
+                    last = Some(controller);
+                }
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        value.insert("named_idle".into(), json!(named_idle));
+        Err(match last {
+            Some(controller) => format!(
+                "no-target: the controller {controller} the metadata names did not act as one within {} ms",
+                aimed::ACTING_WAIT.as_millis()
+            ),
+            None => "no-target: no controller".into(),
+        })
     }
 
     /// A gated controller cut ([`Aim::ControllerCut`]'s `gated`): `controller` stalled

@@ -10,9 +10,9 @@ use std::time::Duration;
 use nemesis::aimed::{Aim, CutRequest, FlapDelay, FlapSlowed, LagTarget, Strike};
 use nemesis::schedule::ScheduleOptions;
 use nemesis::{
-    Action, AdminAction, BoxFuture, ClusterControl, ControlError, Grudge, Journal, JournalError,
-    Nemesis, NemesisOptions, PackageKind, PartitionRoles, Ports, ReplicaView, Roles, Step,
-    SwarmDraw,
+    Action, AdminAction, BoxFuture, ClusterControl, ControlError, ControllerView, Grudge, Journal,
+    JournalError, Nemesis, NemesisOptions, PackageKind, PartitionRoles, Ports, ReplicaView, Roles,
+    Step, SwarmDraw,
 };
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -42,6 +42,10 @@ struct Cluster {
     moving: bool,
     /// An admin request makes this node reach this point (a controller deciding).
     hits_on_admin: Option<(String, String)>,
+    /// Nodes that the roles may name controller but that do not act as one in their own
+    /// view (restarted while their old session lives on); any other node the last read
+    /// of the roles named controller acts as one, at that read's epoch.
+    idle: BTreeSet<String>,
 }
 
 struct Scripted {
@@ -288,6 +292,25 @@ impl ClusterControl for Scripted {
                 }
             }
             Ok(json!({"ok": true}))
+        })
+    }
+
+    fn controller_view<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<ControllerView>> {
+        Box::pin(async move {
+            let cluster = self.cluster();
+            if !cluster.running.contains(node) || cluster.paused.contains(node) {
+                return None;
+            }
+            let last = cluster
+                .reads
+                .saturating_sub(1)
+                .min(cluster.roles.len().saturating_sub(1));
+            let roles = cluster.roles.get(last)?;
+            let acting = roles.controller.as_deref() == Some(node) && !cluster.idle.contains(node);
+            Some(ControllerView {
+                acting_epoch: acting.then_some(roles.controller_epoch),
+                ..ControllerView::default()
+            })
         })
     }
 
@@ -586,6 +609,81 @@ async fn a_gated_controller_cut_holds_the_controller_at_its_write_until_its_cut_
     assert_eq!(error, None, "{value}");
     control.assert_healed();
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+}
+
+#[tokio::test]
+async fn a_controller_cut_passes_over_a_named_controller_that_does_not_act_as_one() {
+    let control = Scripted::new();
+    control.cluster().failpoints = Some(BTreeMap::new());
+    control.cluster().hits_on_admin = Some(("n3".into(), "controller_before_state_write".into()));
+    // n1 is still named (its old session lives on) but no longer acts as controller;
+    // after three reads n3 is elected, at the next epoch, and acts as one; after three
+    // more, n4 succeeds it while it is cut off.
+    control.cluster().idle.insert("n1".into());
+    let mut elected = base_roles();
+    elected.controller = Some("n3".into());
+    elected.controller_epoch = 4;
+    let mut successor = elected.clone();
+    successor.controller = Some("n4".into());
+    successor.controller_epoch = 5;
+    control.script_roles(vec![
+        base_roles(),
+        base_roles(),
+        base_roles(),
+        elected.clone(),
+        elected.clone(),
+        elected,
+        successor,
+    ]);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::ControllerCut {
+        request: CutRequest::ElectPreferred,
+        request_after_ms: 0,
+        gated: true,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["node"], json!("n3"), "the acting controller: {value}");
+    assert_eq!(value["controller_epoch"], json!(4));
+    assert_eq!(value["named_idle"], json!(3), "{value}");
+    assert_eq!(value["gate_reached"], json!(true), "{value}");
+    assert_eq!(value["successor"], json!("n4"), "{value}");
+    assert_eq!(
+        control.cluster().calls,
+        vec![
+            "arm n3 controller_before_state_write",
+            "cut metadata",
+            "uncut metadata",
+            "release n3 controller_before_state_write",
+        ]
+    );
+    let (value, error) = nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    control.assert_healed();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_cut_without_an_acting_controller_cuts_nothing() {
+    let control = Scripted::new();
+    control.cluster().idle.insert("n1".into());
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::ControllerCut {
+        request: CutRequest::ElectPreferred,
+        request_after_ms: 0,
+        gated: false,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
+    let error = error.expect("no target");
+    assert!(
+        error.contains("no-target") && error.contains("n1"),
+        "{error}"
+    );
+    assert!(value["named_idle"].as_u64().unwrap() > 10, "{value}");
+    assert!(control.cluster().cuts.is_empty());
+    assert!(control.cluster().admin.is_empty());
+    control.assert_healed();
 }
 
 #[tokio::test]

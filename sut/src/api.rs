@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::client::Connector;
-use crate::views::{AdminAction, ReplicaView, Roles, Target};
+use crate::views::{AdminAction, ControllerView, ReplicaView, Roles, Target};
 use crate::BoxFuture;
 
 /// A request the cluster did not carry out, with what it said.
@@ -93,6 +93,9 @@ pub trait Api: Send + Sync {
     /// How often each armed failpoint of `node` was reached (plain and targeted names);
     /// `None` when it does not answer.
     fn failpoint_hits<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<BTreeMap<String, u64>>>;
+
+    /// What `node` knows of its own control plane; `None` when it does not answer.
+    fn controller_view<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<ControllerView>>;
 
     /// The clients of `target` (whose nodes must be nodes of this cluster).
     fn connector(&self, target: &Target) -> Result<Arc<dyn Connector>, ApiError>;

@@ -28,7 +28,9 @@ pub use client::{
     Acks, Client, ClientError, Connector, Consistency, ReadRecord, ReadReply, ReadRequest,
 };
 pub use db::{Db, DbError, IsrExpansion, NodeFile, NodeInfo, Truncation};
-pub use views::{AdminAction, PartitionRoles, ReplicaView, Roles, Target, TargetError};
+pub use views::{
+    AdminAction, ControllerView, PartitionRoles, ReplicaView, Roles, Target, TargetError,
+};
 
 /// The futures of the doors: boxed, so that the traits are object safe (`Arc<dyn Api>`),
 /// and `Send`, so that they run on any tokio worker.

@@ -89,6 +89,19 @@ pub struct ReplicaView {
     pub controller_epoch: Option<u64>,
 }
 
+/// What one node knows of its own control plane: whether it acts as the cluster's
+/// controller now. The metadata may still name a node controller that stopped acting as
+/// one (a restarted node whose old session has not expired yet); this is its own word.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ControllerView {
+    /// The controller epoch while it acts as controller; `None` while it does not.
+    pub acting_epoch: Option<u64>,
+    /// How many times it became controller since it started.
+    pub elections_won: u64,
+    /// How many times it stopped being controller since it started.
+    pub resignations: u64,
+}
+
 /// An admin request (nodes by name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]

@@ -59,8 +59,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// change queues its event anyway, so the controller re-syncs at least this often.
 const WATCH_POLL: Duration = Duration::from_secs(2);
 
-/// A snapshot of this broker's control plane, for tests and debugging.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A snapshot of this broker's control plane, for tests and debugging
+/// (`GET /v1/debug/controller` answers with it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ControlPlaneStatus {
     /// The controller epoch while this broker is the (or believes itself the) controller.
     pub controller_epoch: Option<ControllerEpoch>,

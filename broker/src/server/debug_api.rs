@@ -2,6 +2,11 @@
 //!
 //! - `GET /v1/debug/replicas` → [`ReplicasReply`]: each local replica's role, leader,
 //!   epoch, ISR, LEO, HW, log start, epoch cache.
+//! - `GET /v1/debug/controller` → `{"broker_id", "controller_epoch", "live_brokers",
+//!   "elections_won", "resignations", "fenced_writes"}`: this broker's control plane in its
+//!   own view ([`crate::controller::ControlPlaneStatus`]); `controller_epoch` is set only
+//!   while it acts as controller, which the metadata's `/controller` node may still name
+//!   it after it stopped (a session not yet expired). 503 while it runs no control plane.
 //! - `GET /v1/debug/failpoints` → `{"enabled": bool, "points": [..], "armed": {name: actions},
 //!   "hits": {name: times reached while armed}, "delayed": {name: times it delayed its
 //!   site}}`
@@ -32,6 +37,7 @@ use crate::replica::RoleKind;
 pub fn routes() -> Router<Arc<Node>> {
     Router::new()
         .route("/v1/debug/replicas", get(replicas))
+        .route("/v1/debug/controller", get(controller))
         .route("/v1/debug/failpoints", get(list_failpoints))
         .route(
             "/v1/debug/failpoints/{name}",
@@ -97,6 +103,27 @@ async fn replicas(State(node): State<Arc<Node>>) -> Json<ReplicasReply> {
         broker_id: node.broker_id(),
         replicas,
     })
+}
+
+async fn controller(State(node): State<Arc<Node>>) -> Result<Json<Value>, ApiError> {
+    let Some(control_plane) = node.control_plane() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "this broker's control plane is not running",
+        ));
+    };
+    let mut answer = serde_json::to_value(control_plane.status()).map_err(|error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            error.to_string(),
+        )
+    })?;
+    if let Value::Object(fields) = &mut answer {
+        fields.insert("broker_id".into(), json!(node.broker_id()));
+    }
+    Ok(Json(answer))
 }
 
 fn require_failpoints(node: &Node) -> Result<(), ApiError> {
