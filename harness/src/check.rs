@@ -306,6 +306,11 @@ pub fn check_file(path: &Path, settings: &CheckSettings) -> Result<FileOutcome> 
             linear = Some(report);
         }
     }
+    // Only a history whose nemesis made settle checks is judged on them.
+    let settle = checkers::settle::check_settle(&history);
+    if settle.judged + settle.undecided + settle.skipped > 0 {
+        results.add("settle", settle.verdict, &settle);
+    }
     let ops = history.len();
     let millis = started.elapsed().as_millis();
     release_in_background(history);

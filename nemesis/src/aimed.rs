@@ -314,6 +314,19 @@ pub enum FlapSlowed {
 }
 
 impl Aim {
+    /// Whether the strike has stages that a fault landing mid-way would undo: it takes
+    /// the cluster to itself (other packages' faults undone first, none started while
+    /// it runs) and the cluster must settle after it (see [`crate::settle`]). A gated
+    /// controller cut, a held flap, a strand.
+    pub fn needs_the_cluster(&self) -> bool {
+        match self {
+            Aim::ControllerCut { gated, .. } => *gated,
+            Aim::Flap { held, .. } => *held,
+            Aim::Strand { .. } => true,
+            Aim::AfterChange { .. } | Aim::Lagging { .. } => false,
+        }
+    }
+
     /// The history's `targets`: `controller`, `leader-after-change`, `lagging-leader`,
     /// `lagging-follower`.
     pub fn target_name(&self) -> &'static str {

@@ -35,6 +35,7 @@ pub mod package;
 pub mod roles;
 pub mod runner;
 pub mod schedule;
+pub mod settle;
 pub mod slow;
 pub mod swarm;
 pub mod target;

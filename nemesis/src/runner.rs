@@ -57,6 +57,7 @@ use crate::grudge::{Grudge, Ports, Shape};
 use crate::package::PackageKind;
 use crate::roles::Roles;
 use crate::schedule::{Action, AdminKind, Schedule, ScheduleOptions, Step};
+use crate::settle;
 use crate::slow::Delay;
 use crate::swarm::SwarmDraw;
 use crate::target::{TargetError, TargetSpec};
@@ -1628,7 +1629,29 @@ impl Worker {
     /// One `aimed` strike: waits for its moment (within its watch), then strikes the
     /// node it aimed at; the value says whom (`node`), how (`strike`), and why
     /// (`trigger` and what showed it). No moment within the watch is a `no-target`.
+    ///
+    /// A strike of several stages ([`Aim::needs_the_cluster`]) has the cluster to itself
+    /// ([`Worker::quiet`]); once it has done all it does, and before others may strike
+    /// again, the cluster must settle ([`Worker::settle`]).
     async fn aim(
+        &self,
+        aim: &Aim,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let _exclusive = if aim.needs_the_cluster() {
+            Some(self.quiet(value).await)
+        } else {
+            None
+        };
+        let error = self.strike_aim(aim, rng, value).await;
+        if aim.needs_the_cluster() && error.is_none() {
+            self.settle(value).await;
+        }
+        error
+    }
+
+    async fn strike_aim(
         &self,
         aim: &Aim,
         rng: &mut Rng,
@@ -1683,12 +1706,6 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        // A held flap's stages need a cluster that no other fault is changing.
-        let _exclusive = if held {
-            Some(self.quiet(value).await)
-        } else {
-            None
-        };
         let roles = self.roles().await;
         value.insert("trigger".into(), json!("flap"));
         let candidates = self.led_partitions(&roles);
@@ -2000,7 +2017,6 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        let _exclusive = self.quiet(value).await;
         let roles = self.roles().await;
         value.insert("trigger".into(), json!("strand"));
         let candidates: Vec<&crate::roles::PartitionRoles> = self
@@ -2169,6 +2185,52 @@ impl Worker {
         (!errors.is_empty()).then(|| errors.join("; "))
     }
 
+    /// After a strike that had the cluster to itself: the roles and the leaders' own
+    /// views polled every [`aimed::POLL`] until they have agreed for a while, at least
+    /// [`settle::SETTLE_MIN`] and at most [`settle::SETTLE_WAIT`]
+    /// ([`settle::Settling`]); the outcome in `value`'s
+    /// `settled`. Not judged (`settled.skipped`) while another package's fault is still
+    /// in place or an `aimed` fault of this strike is (a cluster still injured need not
+    /// agree), nor once the run is stopping.
+    async fn settle(&self, value: &mut Map<String, Value>) {
+        let injured = {
+            let state = self.state();
+            state.others_hold(PackageKind::Aimed) || state.holds(PackageKind::Aimed)
+        };
+        if injured {
+            value.insert(
+                "settled".into(),
+                json!({"skipped": "a fault is still in place"}),
+            );
+            return;
+        }
+        let began = Instant::now();
+        let mut settling = settle::Settling::default();
+        while began.elapsed() < settle::SETTLE_WAIT && !self.stopping() {
+            if let Some((roles, views)) = self.roles_and_views(settle::SETTLE_WAIT, began).await {
+                if views.is_empty() && settling == settle::Settling::default() {
+                    // No node tells its replicas: nothing to judge, now or later.
+                    value.insert(
+                        "settled".into(),
+                        json!({"skipped": "no node answered with its replicas"}),
+                    );
+                    return;
+                }
+                let poll = settle::Poll::of(&roles, &views);
+                let at_ms = began.elapsed().as_millis() as u64;
+                settling.observe(&poll, at_ms);
+                if settling.done(at_ms) {
+                    break;
+                }
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        }
+        value.insert(
+            "settled".into(),
+            settling.outcome(began.elapsed().as_millis() as u64),
+        );
+    }
+
     /// The cluster to an `aimed` strike of several stages, which a fault landing
     /// mid-way would undo: other packages start nothing more while the returned guard
     /// lives, and what they have in place is undone by their own stops, waited for at
@@ -2262,13 +2324,6 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        // A gated cut's stages need a cluster that no other fault is changing (a
-        // controller killed or cut off by another package cannot be gated).
-        let _exclusive = if gated {
-            Some(self.quiet(value).await)
-        } else {
-            None
-        };
         value.insert("trigger".into(), json!("controller"));
         let roles = match self.acting_controller(value).await {
             Ok(roles) => roles,

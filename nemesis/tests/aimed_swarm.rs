@@ -611,6 +611,72 @@ async fn a_gated_controller_cut_holds_the_controller_at_its_write_until_its_cut_
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
 }
 
+/// Views of `t/0` (led by n1) and `t/1` (led by n2) as `base_roles` has them, except
+/// that with `parted` n2 does not lead `t/1` in its own view.
+fn leaders_views(parted: bool) -> BTreeMap<String, Vec<ReplicaView>> {
+    let lead = |number: u32, leader: &str, isr: &[&str], leading: bool| ReplicaView {
+        leading,
+        leader: Some(if leading { leader } else { "n3" }.into()),
+        leader_epoch: Some(1),
+        isr: s(isr),
+        ..view(number, leading, 20)
+    };
+    BTreeMap::from([
+        (
+            "n1".to_string(),
+            vec![lead(0, "n1", &["n1", "n2", "n3"], true)],
+        ),
+        (
+            "n2".to_string(),
+            vec![lead(1, "n2", &["n2", "n3"], !parted)],
+        ),
+    ])
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_gated_cut_the_cluster_must_settle_and_the_strike_says_whether_it_did() {
+    for parted in [false, true] {
+        let control = Scripted::new();
+        control.cluster().failpoints = Some(BTreeMap::new());
+        control.cluster().hits_on_admin =
+            Some(("n1".into(), "controller_before_state_write".into()));
+        control.cluster().views = leaders_views(parted);
+        let mut successor = base_roles();
+        successor.controller = Some("n2".into());
+        successor.controller_epoch = 4;
+        control.script_roles(vec![base_roles(), base_roles(), successor]);
+        let journal = Arc::new(Memory::default());
+        let nemesis = nemesis(&control, &journal);
+        let aim = Aim::ControllerCut {
+            request: CutRequest::ElectPreferred,
+            request_after_ms: 0,
+            gated: true,
+        };
+        let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
+        assert_eq!(error, None, "{value}");
+        let settled = &value["settled"];
+        if parted {
+            assert_eq!(settled["converged"], json!(false), "{value}");
+            assert_eq!(settled["diverged"][0]["key"], json!("t/1"), "{value}");
+            let why = settled["diverged"][0]["why"].as_str().unwrap();
+            assert!(why.contains("n2 follows n3"), "{why}");
+            assert!(
+                settled["waited_ms"].as_u64().unwrap()
+                    >= nemesis::settle::SETTLE_WAIT.as_millis() as u64,
+                "{value}"
+            );
+        } else {
+            assert_eq!(settled["converged"], json!(true), "{value}");
+            assert!(
+                settled["waited_ms"].as_u64().unwrap()
+                    >= nemesis::settle::SETTLE_MIN.as_millis() as u64,
+                "{value}"
+            );
+        }
+        control.assert_healed();
+    }
+}
+
 #[tokio::test]
 async fn a_controller_cut_passes_over_a_named_controller_that_does_not_act_as_one() {
     let control = Scripted::new();
