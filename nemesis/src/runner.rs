@@ -2346,7 +2346,7 @@ impl Worker {
             return Some(error);
         }
         tokio::time::sleep(Duration::from_millis(request_after_ms)).await;
-        let action = self.cut_request(request, rng).await;
+        let action = self.cut_request(request, None, rng).await;
         // To the cut-off controller alone: retried at the others, the request would be
         // carried out by the controller that takes over, and the one cut off would have
         // nothing queued when it comes back.
@@ -2458,7 +2458,10 @@ impl Worker {
                 "no-target: the gate could not be armed on the controller {controller}"
             ));
         }
-        let action = self.cut_request(request, rng).await;
+        // A decision about a partition the controller holds no replica of: its own
+        // failure makes its successor rewrite every partition it is a replica of, and a
+        // rewritten partition's version no longer matches the held write's.
+        let action = self.cut_request(request, Some(controller), rng).await;
         // Not answered while the gate holds it: only sent.
         self.ask_controller(&action, controller, aimed::GATED_REQUEST_WAIT, value)
             .await;
@@ -2516,13 +2519,19 @@ impl Worker {
 
     /// The admin request of a controller cut: a preferred-leader election, or a
     /// partition with an in-sync follower moved to it (picked with `rng`; a preferred
-    /// election when no partition has one).
-    async fn cut_request(&self, request: CutRequest, rng: &mut Rng) -> AdminAction {
+    /// election when no partition has one), one of which `away_from` is no replica when
+    /// there is such a partition.
+    async fn cut_request(
+        &self,
+        request: CutRequest,
+        away_from: Option<&str>,
+        rng: &mut Rng,
+    ) -> AdminAction {
         match request {
             CutRequest::ElectPreferred => AdminAction::ElectPreferred,
             CutRequest::TransferLeader => {
                 let roles = self.roles().await;
-                let candidates: Vec<(&crate::roles::PartitionRoles, Vec<&String>)> = roles
+                let mut candidates: Vec<(&crate::roles::PartitionRoles, Vec<&String>)> = roles
                     .partitions
                     .iter()
                     .filter_map(|p| {
@@ -2532,6 +2541,13 @@ impl Worker {
                         (!followers.is_empty()).then_some((p, followers))
                     })
                     .collect();
+                if let Some(node) = away_from {
+                    let clear =
+                        |p: &crate::roles::PartitionRoles| !p.replicas.iter().any(|r| r == node);
+                    if candidates.iter().any(|(p, _)| clear(p)) {
+                        candidates.retain(|(p, _)| clear(p));
+                    }
+                }
                 match rng.pick(&candidates) {
                     Some((partition, followers)) => match rng.pick(followers) {
                         Some(to) => AdminAction::TransferLeader {

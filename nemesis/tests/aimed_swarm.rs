@@ -678,6 +678,39 @@ async fn after_a_gated_cut_the_cluster_must_settle_and_the_strike_says_whether_i
 }
 
 #[tokio::test]
+async fn a_gated_cut_makes_its_controller_decide_about_a_partition_it_holds_no_replica_of() {
+    for seed in 0..6 {
+        let control = Scripted::new();
+        control.cluster().failpoints = Some(BTreeMap::new());
+        control.cluster().hits_on_admin =
+            Some(("n1".into(), "controller_before_state_write".into()));
+        let mut roles = base_roles();
+        roles.partitions.push(PartitionRoles {
+            replicas: s(&["n4", "n5", "n3"]),
+            ..partition(2, "n4", 1, &["n4", "n5", "n3"])
+        });
+        let mut successor = roles.clone();
+        successor.controller = Some("n3".into());
+        control.script_roles(vec![roles.clone(), roles.clone(), roles, successor]);
+        let journal = Arc::new(Memory::default());
+        let nemesis = nemesis(&control, &journal);
+        let aim = Aim::ControllerCut {
+            request: CutRequest::TransferLeader,
+            request_after_ms: 0,
+            gated: true,
+        };
+        let (value, error) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
+        assert_eq!(error, None, "{value}");
+        let request = &value["request"];
+        assert_eq!(request["partition"], json!(2), "seed {seed}: {value}");
+        assert!(
+            ["n5", "n3"].contains(&request["to"].as_str().unwrap()),
+            "{value}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_controller_cut_passes_over_a_named_controller_that_does_not_act_as_one() {
     let control = Scripted::new();
     control.cluster().failpoints = Some(BTreeMap::new());
