@@ -178,7 +178,8 @@ struct ControlPlane {
 /// A `/v1/debug/controller` answer as the node's view of its control plane; `None` when
 /// it is not one.
 pub fn controller_view(answer: &Value) -> Option<ControllerView> {
-    let status = ControlPlane::deserialize(answer).ok()?;
+    // An object only: serde would read an array as the struct's fields in order.
+    let status = ControlPlane::deserialize(answer.as_object()?).ok()?;
     Some(ControllerView {
         acting_epoch: status.controller_epoch,
         elections_won: status.elections_won,
