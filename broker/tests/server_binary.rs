@@ -2,25 +2,21 @@
 //! forged peer requests, stops on SIGTERM, and refuses to start over partition data whose
 //! metadata is gone.
 
+mod cluster_support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use cluster_support::free_port;
 use serde_json::json;
 
 fn broker() -> Command {
     Command::new(env!("CARGO_BIN_EXE_broker"))
 }
 
-/// A port that was free a moment ago (the binary takes its addresses from node.toml).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// The config file and the client, replication and metadata ports.
+/// The config file and the client, replication and metadata ports (the binary takes its
+/// addresses from node.toml).
 fn write_config(dir: &std::path::Path) -> (std::path::PathBuf, u16, u16, u16) {
     let (client, replication, metadata) = (free_port(), free_port(), free_port());
     let text = format!(

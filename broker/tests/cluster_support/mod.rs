@@ -35,12 +35,39 @@ pub struct ProcessCluster {
     bugs: Vec<String>,
 }
 
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+/// Ports this process has handed out, so that two clusters of one test binary never share.
+static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// A port that was free a moment ago, below the kernel's ephemeral range. A port the
+/// kernel hands out with `bind(0)` is an ephemeral one: between our release and the
+/// broker's bind, any outgoing connection (the brokers of other clusters talk a lot) can
+/// take it, and the broker then fails with "Address already in use".
+pub fn free_port() -> u16 {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low.max(10_001));
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    // Spread concurrent test processes over the range: start from a point that depends on
+    // the pid and the time, then walk.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let span = u32::from(high - low);
+    let mut offset = (std::process::id().wrapping_mul(7919) ^ nanos) % span;
+    for _ in 0..span {
+        let port = low + offset as u16;
+        offset = (offset + 97) % span;
+        if handed_out.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.push(port);
+            return port;
+        }
+    }
+    panic!("no free port in {low}..{high}")
 }
 
 impl ProcessCluster {
