@@ -17,7 +17,10 @@
 //! - [`Aim::Lagging`] (CoFI, ASE 2020: strike when a cross-node invariant is broken):
 //!   each node's replica views are polled until an in-sync follower's high watermark is
 //!   behind its leader's ([`lags`]); then the leader or that follower is killed or
-//!   paused.
+//!   paused. Half the strikes on a leader first put a third replica of the partition
+//!   behind (cut off until it left the ISR) and heal it only at the strike: the follower
+//!   that takes over with a stale high watermark is then the one the third replica
+//!   catches up from and asks to be let back in.
 //! - [`Aim::Flap`] (fast leadership transitions): one partition's leadership moved away
 //!   from its leader and back several times, often with a replica's round trips slowed
 //!   so that they outlast a move; a held flap paces its moves by what the replicas say
@@ -112,6 +115,12 @@ pub const FLAP_STALE_CHANCE: f64 = 2.0 / 3.0;
 /// it asked has lost and regained the partition), less than three (before the replica
 /// leads a second time, when a follower's answer no longer matters).
 pub const FLAP_STALE_GAPS: (f64, f64) = (2.2, 2.8);
+/// The chance that a strike on a lagging follower's leader first puts a third replica of
+/// the partition behind ([`Aim::Lagging`]'s `behind_ms`).
+pub const LAG_BEHIND_CHANCE: f64 = 0.5;
+/// How long a lag strike's third replica stays cut off after it left the ISR, before the
+/// lag is watched for.
+pub const LAG_BEHIND_MS: (u64, u64) = (1_000, 4_000);
 /// The chance that a flap first puts a third replica of its partition behind
 /// ([`Aim::Flap`]'s `behind_ms`): leadership then moves while that replica catches up
 /// (CrashTuner and CoFI: strike while redundancy is being restored).
@@ -255,11 +264,19 @@ pub enum Aim {
     /// leadership within `watch_ms`.
     AfterChange { strike: Strike, watch_ms: u64 },
     /// Strike the leader or an in-sync follower of the partition whose follower's high
-    /// watermark lags the most, the first time one lags within `watch_ms`.
+    /// watermark lags the most, the first time one lags within `watch_ms`. With
+    /// `behind_ms` (always on the leader), a partition with a third live replica is
+    /// chosen and that replica first put behind: its replication port cut from every
+    /// other node until the ISR no longer names it (at most [`LEAVE_ISR_WAIT`]) and
+    /// `behind_ms` more; the lag is then watched for on that partition among the other
+    /// followers, and the cut healed right after the strike (or at the end of the
+    /// watch), so that the third replica catches up from the leader's successor.
     Lagging {
         strike: Strike,
         whom: LagTarget,
         watch_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        behind_ms: Option<u64>,
     },
     /// Leadership flapping: one partition's leadership moved `moves` times, `gap_ms`
     /// apart, between one of its in-sync followers and its leader (away, back, away...);
@@ -346,10 +363,11 @@ impl Aim {
         }
     }
 
-    /// Draws a strike: a controller cut with chance ¼ (it holds the package for 10 to
+    /// Draws a strike: a controller cut with chance 3/16 (it holds the package for 10 to
     /// 30 s, the others for a few seconds; two in three gated, [`CUT_GATED_CHANCE`]), a
-    /// strike after a change with ¼, on a lag with ⅛ (its lag is often not seen within
-    /// its watch), a flap with ⅜ (a flap's moves, gaps and
+    /// strike after a change with 3/16, on a lag with ¼ (on the leader with a third
+    /// replica put behind first with chance [`LAG_BEHIND_CHANCE`] of those on the
+    /// leader, for [`LAG_BEHIND_MS`]), a flap with ⅜ (a flap's moves, gaps and
     /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]; one that puts no
     /// replica behind is held with chance [`FLAP_HELD_CHANCE`]); after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
@@ -366,8 +384,8 @@ impl Aim {
             };
         }
         let watch_ms = rng.between(WATCH_MS.0, WATCH_MS.1);
-        match rng.below(8) {
-            4..=6 => {
+        match rng.below(16) {
+            10..=15 => {
                 let moves = rng.between(FLAP_MOVES.0, FLAP_MOVES.1);
                 let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
                 let behind = rng.between(FLAP_BEHIND_MS.0, FLAP_BEHIND_MS.1);
@@ -421,7 +439,7 @@ impl Aim {
                     held: false,
                 }
             }
-            0 | 7 => {
+            0..=2 => {
                 // A preferred election is a no-op while every leader is preferred (the
                 // usual state), so most cuts carry a transfer: queued work for sure; a
                 // gated cut always does, as its gate waits for a decision.
@@ -438,7 +456,7 @@ impl Aim {
                     gated,
                 }
             }
-            1 | 2 => Aim::AfterChange {
+            3..=5 => Aim::AfterChange {
                 strike: if rng.chance(0.5) {
                     Strike::Kill
                 } else {
@@ -446,19 +464,27 @@ impl Aim {
                 },
                 watch_ms,
             },
-            _ => Aim::Lagging {
-                strike: if rng.chance(0.5) {
+            _ => {
+                let strike = if rng.chance(0.5) {
                     Strike::Kill
                 } else {
                     Strike::Pause
-                },
-                whom: if rng.chance(0.5) {
+                };
+                let whom = if rng.chance(0.5) {
                     LagTarget::Leader
                 } else {
                     LagTarget::Follower
-                },
-                watch_ms,
-            },
+                };
+                let behind = rng.between(LAG_BEHIND_MS.0, LAG_BEHIND_MS.1);
+                let behind_ms =
+                    (whom == LagTarget::Leader && rng.chance(LAG_BEHIND_CHANCE)).then_some(behind);
+                Aim::Lagging {
+                    strike,
+                    whom,
+                    watch_ms,
+                    behind_ms,
+                }
+            }
         }
     }
 }
@@ -758,6 +784,7 @@ mod tests {
         let (mut slow_flaps, mut plain_flaps) = (0u32, 0u32);
         let (mut stale_flaps, mut watching_flaps, mut held_flaps) = (0u32, 0u32, 0u32);
         let (mut cuts, mut gated_cuts) = (0u32, 0u32);
+        let (mut lag_strikes, mut lags_behind) = (0u32, 0u32);
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
@@ -786,10 +813,19 @@ mod tests {
                     assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
                 }
                 Aim::Lagging {
-                    strike, watch_ms, ..
+                    strike,
+                    whom,
+                    watch_ms,
+                    behind_ms,
                 } => {
                     assert_ne!(*strike, Strike::Isolate);
                     assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
+                    lag_strikes += 1;
+                    if let Some(ms) = behind_ms {
+                        lags_behind += 1;
+                        assert_eq!(*whom, LagTarget::Leader, "{aim:?}");
+                        assert!((LAG_BEHIND_MS.0..=LAG_BEHIND_MS.1).contains(ms));
+                    }
                 }
                 Aim::Flap {
                     moves,
@@ -872,8 +908,12 @@ mod tests {
             "{plain_flaps} {stale_flaps} {slow_flaps} {held_flaps}"
         );
         assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
-        // Two in eight are controller cuts (750), two thirds of them gated.
-        assert!((660..840).contains(&cuts), "{cuts}");
+        // Three in sixteen are controller cuts (562), two thirds of them gated.
+        assert!((480..650).contains(&cuts), "{cuts}");
+        // Four in sixteen strike on a lag (750); a quarter of those put a third replica
+        // behind (half of the half on the leader: 187).
+        assert!((660..840).contains(&lag_strikes), "{lag_strikes}");
+        assert!((140..240).contains(&lags_behind), "{lags_behind}");
         assert!(
             (cuts * 3 / 5..cuts * 3 / 4).contains(&gated_cuts),
             "{gated_cuts} of {cuts}"

@@ -1673,7 +1673,11 @@ impl Worker {
                 strike,
                 whom,
                 watch_ms,
-            } => self.on_lag(strike, whom, watch_ms, rng, value).await,
+                behind_ms,
+            } => {
+                self.on_lag(strike, whom, watch_ms, behind_ms, rng, value)
+                    .await
+            }
             Aim::Flap {
                 moves,
                 gap_ms,
@@ -2683,12 +2687,90 @@ impl Worker {
     /// CoFI's moment: every [`aimed::POLL`] for `watch_ms`, the roles and the replica
     /// views of every node neither killed nor paused; the first time an in-sync
     /// follower's high watermark is behind its leader's ([`aimed::lags`]), the leader or
-    /// that follower of the worst lag is struck.
+    /// that follower of the worst lag is struck. With `behind_ms`, a third replica of a
+    /// partition is put behind first ([`Worker::lag_behind`]), left behind `behind_ms`
+    /// more, only that partition's other followers are watched, and the third replica's
+    /// cut is healed right after the strike (or the watch's end).
     async fn on_lag(
         &self,
         strike: Strike,
         whom: LagTarget,
         watch_ms: u64,
+        behind_ms: Option<u64>,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let Some(ms) = behind_ms else {
+            return self
+                .watch_lag(strike, whom, watch_ms, None, rng, value)
+                .await;
+        };
+        let behind = match self.lag_behind(rng, value).await {
+            Ok(behind) => behind,
+            Err(error) => return Some(error),
+        };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let error = self
+            .watch_lag(strike, whom, watch_ms, Some(&behind), rng, value)
+            .await;
+        // The third replica starts to catch up from whoever leads now.
+        self.heal_behind(value).await;
+        error
+    }
+
+    /// A lag strike's setup: a partition with a live leader, a live in-sync follower and
+    /// a third live replica (picked with `rng`), whose third replica is cut off until it
+    /// left the ISR ([`Worker::cut_behind`]): its key and that replica.
+    async fn lag_behind(
+        &self,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Result<(String, String), String> {
+        let roles = self.roles().await;
+        let candidates: Vec<(&crate::roles::PartitionRoles, String)> = self
+            .led_partitions(&roles)
+            .into_iter()
+            .flat_map(|(partition, followers, others)| {
+                // The third replica must leave an in-sync follower behind it.
+                others
+                    .into_iter()
+                    .filter(|third| followers.iter().any(|f| f != third))
+                    .map(move |third| (partition, third))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let Some((partition, third)) = rng.pick(&candidates).cloned() else {
+            return Err(
+                "no-target: no partition with a live leader, an in-sync follower and a third live replica"
+                    .into(),
+            );
+        };
+        if let Some(error) = self.cut_behind(partition, &third, rng, value).await {
+            self.heal_behind(value).await;
+            return Err(error);
+        }
+        Ok((partition.key(), third))
+    }
+
+    /// Heals a lag strike's cut (every `aimed` cut: the package has one strike under way
+    /// at a time); what the heal did is in `value`'s `behind_healed`.
+    async fn heal_behind(&self, value: &mut Map<String, Value>) {
+        let mut healed = Map::new();
+        if let Some(error) = self.stop_cuts(PackageKind::Aimed, &mut healed).await {
+            healed.insert("error".into(), json!(error));
+        }
+        value.insert("behind_healed".into(), Value::Object(healed));
+    }
+
+    /// Watches for a lag ([`aimed::lags`]) for `watch_ms` and strikes as [`Worker::on_lag`]
+    /// says; with `behind` (a partition's key and its replica put behind), only a lag of
+    /// that partition by another follower counts.
+    async fn watch_lag(
+        &self,
+        strike: Strike,
+        whom: LagTarget,
+        watch_ms: u64,
+        behind: Option<&(String, String)>,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
@@ -2700,7 +2782,10 @@ impl Worker {
             if let Some((roles, views)) = self.roles_and_views(watch, began).await {
                 polls += 1;
                 answered |= !views.is_empty();
-                let found = aimed::lags(&roles, &views);
+                let mut found = aimed::lags(&roles, &views);
+                if let Some((key, third)) = behind {
+                    found.retain(|lag| lag.key == *key && lag.follower != *third);
+                }
                 if let Some(lag) = aimed::worst_lag(&found, rng) {
                     let lag = lag.clone();
                     let node = match whom {
@@ -2829,10 +2914,10 @@ impl Worker {
         None
     }
 
-    /// A flap's setup: `replica`'s replication port cut from every other node (an
-    /// `aimed` cut, healed by the flap or its undo), then the roles polled until
-    /// `partition`'s ISR no longer names it, at most [`aimed::LEAVE_ISR_WAIT`]. What it
-    /// came to is in `value`'s `behind`.
+    /// A flap's or a lag strike's setup: `replica`'s replication port cut from every
+    /// other node (an `aimed` cut, healed by the strike or its undo), then the roles
+    /// polled until `partition`'s ISR no longer names it, at most
+    /// [`aimed::LEAVE_ISR_WAIT`]. What it came to is in `value`'s `behind`.
     async fn cut_behind(
         &self,
         partition: &crate::roles::PartitionRoles,

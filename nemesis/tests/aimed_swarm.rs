@@ -878,6 +878,7 @@ async fn on_a_lag_the_follower_or_the_leader_is_struck() {
         strike: Strike::Pause,
         whom: LagTarget::Follower,
         watch_ms: 1_000,
+        behind_ms: None,
     };
     let (value, error) = nemesis
         .execute_checked(&aim_step(follower, 1))
@@ -896,11 +897,105 @@ async fn on_a_lag_the_follower_or_the_leader_is_struck() {
         strike: Strike::Kill,
         whom: LagTarget::Leader,
         watch_ms: 1_000,
+        behind_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(leader, 1)).await.unwrap();
     assert_eq!(error, None, "{value}");
     assert_eq!(value["node"], json!("n1"), "the leader of the lag");
     assert!(!control.cluster().running.contains("n1"));
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+}
+
+/// One partition, t/0: n1 leads (HW 10), n2 in its ISR (HW 8: lags by 2), n3 a live
+/// replica out of the ISR.
+fn one_partition_with_a_third_replica(control: &Scripted) {
+    let mut roles = base_roles();
+    roles.partitions = vec![partition(0, "n1", 1, &["n1", "n2"])];
+    control.script_roles(vec![roles]);
+    let mut cluster = control.cluster();
+    cluster.views.insert("n1".into(), vec![view(0, true, 10)]);
+    cluster.views.insert("n2".into(), vec![view(0, false, 8)]);
+    cluster.views.insert("n3".into(), vec![view(0, false, 3)]);
+}
+
+#[tokio::test]
+async fn a_lag_strike_with_a_third_replica_behind_heals_its_cut_right_after_the_strike() {
+    let control = Scripted::new();
+    one_partition_with_a_third_replica(&control);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Lagging {
+        strike: Strike::Kill,
+        whom: LagTarget::Leader,
+        watch_ms: 1_000,
+        behind_ms: Some(100),
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    // n3 is the only replica that leaves an in-sync follower beside the leader.
+    assert_eq!(value["behind"]["replica"], json!("n3"), "{value}");
+    assert_eq!(value["behind"]["left_isr"], json!(true), "{value}");
+    assert_eq!(value["node"], json!("n1"), "the leader of the lag");
+    assert_eq!(value["lag"]["follower"], json!("n2"));
+    {
+        let cluster = control.cluster();
+        assert!(
+            cluster.cuts.is_empty(),
+            "healed at the strike: {:?}",
+            cluster.cuts
+        );
+        let position = |call: &str| cluster.calls.iter().position(|c| c == call);
+        let (cut, kill, uncut) = (
+            position("cut replication"),
+            position("kill n1"),
+            position("uncut replication"),
+        );
+        assert!(
+            cut.is_some() && cut < kill && kill < uncut,
+            "{:?}",
+            cluster.calls
+        );
+    }
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+}
+
+#[tokio::test]
+async fn a_lag_strike_behind_watches_only_its_partition_and_heals_when_it_does_not_lag() {
+    let control = Scripted::new();
+    one_partition_with_a_third_replica(&control);
+    // t/0 does not lag now; t/1 (replicas n2 n3 only, so no third replica) lags by 8.
+    {
+        let mut roles = base_roles();
+        let mut other = partition(1, "n2", 1, &["n2", "n3"]);
+        other.replicas = s(&["n2", "n3"]);
+        roles.partitions = vec![partition(0, "n1", 1, &["n1", "n2"]), other];
+        control.script_roles(vec![roles]);
+        let mut cluster = control.cluster();
+        cluster
+            .views
+            .insert("n2".into(), vec![view(0, false, 10), view(1, true, 10)]);
+        cluster.views.insert("n3".into(), vec![view(1, false, 2)]);
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Lagging {
+        strike: Strike::Pause,
+        whom: LagTarget::Leader,
+        watch_ms: 400,
+        behind_ms: Some(50),
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
+    assert_eq!(value["behind"]["replica"], json!("n3"), "{value}");
+    let error = error.expect("t/1's lag is not the partition put behind");
+    assert!(error.starts_with("no-target"), "{error}");
+    {
+        let cluster = control.cluster();
+        assert!(cluster.paused.is_empty(), "{:?}", cluster.paused);
+        assert!(cluster.cuts.is_empty(), "healed: {value}");
+        assert!(cluster.calls.iter().any(|c| c == "uncut replication"));
+    }
     nemesis.execute_checked(&stop_step()).await.unwrap();
     control.assert_healed();
 }
@@ -914,6 +1009,7 @@ async fn without_replica_views_a_lag_strike_says_so() {
         strike: Strike::Kill,
         whom: LagTarget::Leader,
         watch_ms: 200,
+        behind_ms: None,
     };
     let (_, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
     assert!(
@@ -942,6 +1038,7 @@ async fn the_same_seed_strikes_the_same_node() {
             strike: Strike::Pause,
             whom: LagTarget::Follower,
             watch_ms: 500,
+            behind_ms: None,
         };
         let (value, _) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
         value["node"].as_str().unwrap().to_string()
@@ -974,6 +1071,7 @@ async fn heal_all_restores_what_strikes_left() {
         strike: Strike::Pause,
         whom: LagTarget::Follower,
         watch_ms: 500,
+        behind_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(pause, 3)).await.unwrap();
     assert_eq!((error, &value["node"]), (None, &json!("n3")), "{value}");
@@ -985,6 +1083,7 @@ async fn heal_all_restores_what_strikes_left() {
         strike: Strike::Kill,
         whom: LagTarget::Leader,
         watch_ms: 500,
+        behind_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(kill, 3)).await.unwrap();
     assert_eq!((error, &value["node"]), (None, &json!("n1")), "{value}");
