@@ -17,10 +17,14 @@
 //! - [`Aim::Lagging`] (CoFI, ASE 2020: strike when a cross-node invariant is broken):
 //!   each node's replica views are polled until an in-sync follower's high watermark is
 //!   behind its leader's ([`lags`]); then the leader or that follower is killed or
-//!   paused. Half the strikes on a leader first put a third replica of the partition
-//!   behind (cut off until it left the ISR) and heal it only at the strike: the follower
-//!   that takes over with a stale high watermark is then the one the third replica
-//!   catches up from and asks to be let back in.
+//!   paused.
+//! - [`Aim::LagMove`] (the same moment, a controlled failover): the lagging follower is
+//!   made leader by a leader transfer, so it takes over with its stale high watermark
+//!   while the old leader stays in the ISR; the old leader's answer to its first
+//!   question as a follower is often held for a while, which keeps the new leader's high
+//!   watermark where it was, and half the time a third replica of the partition was put
+//!   behind first (cut off until it left the ISR) and is let go at the move, so that it
+//!   catches up from that leader and asks it to be let back in.
 //! - [`Aim::Flap`] (fast leadership transitions): one partition's leadership moved away
 //!   from its leader and back several times, often with a replica's round trips slowed
 //!   so that they outlast a move; a held flap paces its moves by what the replicas say
@@ -115,12 +119,18 @@ pub const FLAP_STALE_CHANCE: f64 = 2.0 / 3.0;
 /// it asked has lost and regained the partition), less than three (before the replica
 /// leads a second time, when a follower's answer no longer matters).
 pub const FLAP_STALE_GAPS: (f64, f64) = (2.2, 2.8);
-/// The chance that a strike on a lagging follower's leader first puts a third replica of
-/// the partition behind ([`Aim::Lagging`]'s `behind_ms`).
+/// The chance that a move to a lagging follower first puts a third replica of the
+/// partition behind ([`Aim::LagMove`]'s `behind_ms`).
 pub const LAG_BEHIND_CHANCE: f64 = 0.5;
-/// How long a lag strike's third replica stays cut off after it left the ISR, before the
+/// How long a lag move's third replica stays cut off after it left the ISR, before the
 /// lag is watched for.
 pub const LAG_BEHIND_MS: (u64, u64) = (1_000, 4_000);
+/// The chance that a move to a lagging follower delays the old leader's answer
+/// ([`Aim::LagMove`]'s `answer_delay_ms`), and how long: below the shortest
+/// `replica_lag_time_max_ms` of the nightly matrix (2 s), mostly, so that the new leader
+/// does not simply drop the old one from its ISR.
+pub const LAG_ANSWER_CHANCE: f64 = 0.75;
+pub const LAG_ANSWER_MS: (u64, u64) = (500, 2_500);
 /// The chance that a flap first puts a third replica of its partition behind
 /// ([`Aim::Flap`]'s `behind_ms`): leadership then moves while that replica catches up
 /// (CrashTuner and CoFI: strike while redundancy is being restored).
@@ -264,17 +274,26 @@ pub enum Aim {
     /// leadership within `watch_ms`.
     AfterChange { strike: Strike, watch_ms: u64 },
     /// Strike the leader or an in-sync follower of the partition whose follower's high
-    /// watermark lags the most, the first time one lags within `watch_ms`. With
-    /// `behind_ms` (always on the leader), a partition with a third live replica is
-    /// chosen and that replica first put behind: its replication port cut from every
-    /// other node until the ISR no longer names it (at most [`LEAVE_ISR_WAIT`]) and
-    /// `behind_ms` more; the lag is then watched for on that partition among the other
-    /// followers, and the cut healed right after the strike (or at the end of the
-    /// watch), so that the third replica catches up from the leader's successor.
+    /// watermark lags the most, the first time one lags within `watch_ms`.
     Lagging {
         strike: Strike,
         whom: LagTarget,
         watch_ms: u64,
+    },
+    /// Move the leadership of the partition whose follower's high watermark lags the
+    /// most to that follower (a leader transfer), the first time one lags within
+    /// `watch_ms`. With `answer_delay_ms`, [`STALE_ANSWER_POINT`] is first delayed that
+    /// long on the leader (released at the undo): as a follower its truncation waits,
+    /// and so does the new leader's high watermark. With `behind_ms`, a partition with a
+    /// third live replica is chosen and that replica first put behind: its replication
+    /// port cut from every other node until the ISR no longer names it (at most
+    /// [`LEAVE_ISR_WAIT`]) and `behind_ms` more; the lag is then watched for on that
+    /// partition among the other followers, and the cut healed right after the move (or
+    /// at the end of the watch).
+    LagMove {
+        watch_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        answer_delay_ms: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         behind_ms: Option<u64>,
     },
@@ -340,7 +359,7 @@ impl Aim {
             Aim::ControllerCut { gated, .. } => *gated,
             Aim::Flap { held, .. } => *held,
             Aim::Strand { .. } => true,
-            Aim::AfterChange { .. } | Aim::Lagging { .. } => false,
+            Aim::AfterChange { .. } | Aim::Lagging { .. } | Aim::LagMove { .. } => false,
         }
     }
 
@@ -358,6 +377,7 @@ impl Aim {
                 whom: LagTarget::Follower,
                 ..
             } => "lagging-follower",
+            Aim::LagMove { .. } => "lagging-follower-leads",
             Aim::Flap { .. } => "leadership-flap",
             Aim::Strand { .. } => "stranded-leader",
         }
@@ -365,9 +385,10 @@ impl Aim {
 
     /// Draws a strike: a controller cut with chance 3/16 (it holds the package for 10 to
     /// 30 s, the others for a few seconds; two in three gated, [`CUT_GATED_CHANCE`]), a
-    /// strike after a change with 3/16, on a lag with ¼ (on the leader with a third
-    /// replica put behind first with chance [`LAG_BEHIND_CHANCE`] of those on the
-    /// leader, for [`LAG_BEHIND_MS`]), a flap with ⅜ (a flap's moves, gaps and
+    /// strike after a change with ⅛, on a lag with ⅛, a move to a lagging follower with
+    /// 3/16 (its old leader's answer delayed with chance [`LAG_ANSWER_CHANCE`] for
+    /// [`LAG_ANSWER_MS`], a third replica put behind first with chance
+    /// [`LAG_BEHIND_CHANCE`] for [`LAG_BEHIND_MS`]), a flap with ⅜ (a flap's moves, gaps and
     /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]; one that puts no
     /// replica behind is held with chance [`FLAP_HELD_CHANCE`]); after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
@@ -456,7 +477,16 @@ impl Aim {
                     gated,
                 }
             }
-            3..=5 => Aim::AfterChange {
+            7..=9 => {
+                let answer = rng.between(LAG_ANSWER_MS.0, LAG_ANSWER_MS.1);
+                let behind = rng.between(LAG_BEHIND_MS.0, LAG_BEHIND_MS.1);
+                Aim::LagMove {
+                    watch_ms,
+                    answer_delay_ms: rng.chance(LAG_ANSWER_CHANCE).then_some(answer),
+                    behind_ms: rng.chance(LAG_BEHIND_CHANCE).then_some(behind),
+                }
+            }
+            3 | 4 => Aim::AfterChange {
                 strike: if rng.chance(0.5) {
                     Strike::Kill
                 } else {
@@ -464,27 +494,19 @@ impl Aim {
                 },
                 watch_ms,
             },
-            _ => {
-                let strike = if rng.chance(0.5) {
+            _ => Aim::Lagging {
+                strike: if rng.chance(0.5) {
                     Strike::Kill
                 } else {
                     Strike::Pause
-                };
-                let whom = if rng.chance(0.5) {
+                },
+                whom: if rng.chance(0.5) {
                     LagTarget::Leader
                 } else {
                     LagTarget::Follower
-                };
-                let behind = rng.between(LAG_BEHIND_MS.0, LAG_BEHIND_MS.1);
-                let behind_ms =
-                    (whom == LagTarget::Leader && rng.chance(LAG_BEHIND_CHANCE)).then_some(behind);
-                Aim::Lagging {
-                    strike,
-                    whom,
-                    watch_ms,
-                    behind_ms,
-                }
-            }
+                },
+                watch_ms,
+            },
         }
     }
 }
@@ -784,7 +806,8 @@ mod tests {
         let (mut slow_flaps, mut plain_flaps) = (0u32, 0u32);
         let (mut stale_flaps, mut watching_flaps, mut held_flaps) = (0u32, 0u32, 0u32);
         let (mut cuts, mut gated_cuts) = (0u32, 0u32);
-        let (mut lag_strikes, mut lags_behind) = (0u32, 0u32);
+        let (mut lag_strikes, mut lag_moves, mut moves_behind, mut moves_held) =
+            (0u32, 0u32, 0u32, 0u32);
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
@@ -813,18 +836,26 @@ mod tests {
                     assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
                 }
                 Aim::Lagging {
-                    strike,
-                    whom,
-                    watch_ms,
-                    behind_ms,
+                    strike, watch_ms, ..
                 } => {
                     assert_ne!(*strike, Strike::Isolate);
                     assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
                     lag_strikes += 1;
+                }
+                Aim::LagMove {
+                    watch_ms,
+                    answer_delay_ms,
+                    behind_ms,
+                } => {
+                    assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
+                    lag_moves += 1;
                     if let Some(ms) = behind_ms {
-                        lags_behind += 1;
-                        assert_eq!(*whom, LagTarget::Leader, "{aim:?}");
+                        moves_behind += 1;
                         assert!((LAG_BEHIND_MS.0..=LAG_BEHIND_MS.1).contains(ms));
+                    }
+                    if let Some(ms) = answer_delay_ms {
+                        moves_held += 1;
+                        assert!((LAG_ANSWER_MS.0..=LAG_ANSWER_MS.1).contains(ms));
                     }
                 }
                 Aim::Flap {
@@ -894,8 +925,9 @@ mod tests {
             let held = hold(&aim, &mut rng);
             assert!(held >= Duration::from_millis(500) && held <= Duration::from_secs(10));
         }
-        // controller (no strike) + 2 after a change + 4 on a lag + a flap (no strike).
-        assert_eq!(kinds.len(), 8, "{kinds:?}");
+        // controller (no strike) + 2 after a change + 4 on a lag + a move to a lagging
+        // follower + a flap (no strike).
+        assert_eq!(kinds.len(), 9, "{kinds:?}");
         // Three draws in eight are flaps (1,125); half of them put a third replica
         // behind first, always with a stale answer (562); of the others, 60% are held
         // (337), and of the rest a quarter are plain (56), half stale answers (112), a
@@ -910,10 +942,13 @@ mod tests {
         assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
         // Three in sixteen are controller cuts (562), two thirds of them gated.
         assert!((480..650).contains(&cuts), "{cuts}");
-        // Four in sixteen strike on a lag (750); a quarter of those put a third replica
-        // behind (half of the half on the leader: 187).
-        assert!((660..840).contains(&lag_strikes), "{lag_strikes}");
-        assert!((140..240).contains(&lags_behind), "{lags_behind}");
+        // Two in sixteen strike on a lag (375), three move to the lagging follower (562),
+        // half of those with a replica behind (281), three in four delaying the old
+        // leader's answer (422).
+        assert!((310..440).contains(&lag_strikes), "{lag_strikes}");
+        assert!((480..650).contains(&lag_moves), "{lag_moves}");
+        assert!((220..340).contains(&moves_behind), "{moves_behind}");
+        assert!((350..500).contains(&moves_held), "{moves_held}");
         assert!(
             (cuts * 3 / 5..cuts * 3 / 4).contains(&gated_cuts),
             "{gated_cuts} of {cuts}"

@@ -1673,9 +1673,13 @@ impl Worker {
                 strike,
                 whom,
                 watch_ms,
+            } => self.on_lag(strike, whom, watch_ms, rng, value).await,
+            Aim::LagMove {
+                watch_ms,
+                answer_delay_ms,
                 behind_ms,
             } => {
-                self.on_lag(strike, whom, watch_ms, behind_ms, rng, value)
+                self.lag_move(watch_ms, answer_delay_ms, behind_ms, rng, value)
                     .await
             }
             Aim::Flap {
@@ -2684,42 +2688,127 @@ impl Worker {
         ))
     }
 
-    /// CoFI's moment: every [`aimed::POLL`] for `watch_ms`, the roles and the replica
-    /// views of every node neither killed nor paused; the first time an in-sync
-    /// follower's high watermark is behind its leader's ([`aimed::lags`]), the leader or
-    /// that follower of the worst lag is struck. With `behind_ms`, a third replica of a
-    /// partition is put behind first ([`Worker::lag_behind`]), left behind `behind_ms`
-    /// more, only that partition's other followers are watched, and the third replica's
-    /// cut is healed right after the strike (or the watch's end).
+    /// CoFI's moment: the first lag within `watch_ms` ([`Worker::wait_for_lag`]); the
+    /// leader or the follower of that lag is struck.
     async fn on_lag(
         &self,
         strike: Strike,
         whom: LagTarget,
         watch_ms: u64,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let lag = match self.wait_for_lag(watch_ms, None, rng, value).await {
+            Ok(lag) => lag,
+            Err(error) => return Some(error),
+        };
+        let node = match whom {
+            LagTarget::Leader => lag.leader.clone(),
+            LagTarget::Follower => lag.follower.clone(),
+        };
+        value.insert(
+            "why".into(),
+            json!(format!(
+                "{}'s high watermark of {} is {} behind its leader {}'s: strike the {}",
+                lag.follower,
+                lag.key,
+                lag.by(),
+                lag.leader,
+                match whom {
+                    LagTarget::Leader => "leader",
+                    LagTarget::Follower => "follower",
+                }
+            )),
+        );
+        self.strike(&node, strike, rng, value).await
+    }
+
+    /// A controlled failover at CoFI's moment ([`Aim::LagMove`]): with `behind_ms`, a
+    /// third replica of a partition is put behind first ([`Worker::lag_behind`]) and left
+    /// behind `behind_ms` more, and only that partition's other followers are watched;
+    /// at the first lag within `watch_ms` ([`Worker::wait_for_lag`]), with
+    /// `answer_delay_ms` the leader's [`aimed::STALE_ANSWER_POINT`] is delayed that long
+    /// (released by the undo), and the leadership is transferred to the lagging
+    /// follower; the third replica's cut is healed right after (or at the watch's end).
+    async fn lag_move(
+        &self,
+        watch_ms: u64,
+        answer_delay_ms: Option<u64>,
         behind_ms: Option<u64>,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        let Some(ms) = behind_ms else {
-            return self
-                .watch_lag(strike, whom, watch_ms, None, rng, value)
-                .await;
+        let behind = match behind_ms {
+            Some(ms) => match self.lag_behind(rng, value).await {
+                Ok(behind) => {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Some(behind)
+                }
+                Err(error) => return Some(error),
+            },
+            None => None,
         };
-        let behind = match self.lag_behind(rng, value).await {
-            Ok(behind) => behind,
-            Err(error) => return Some(error),
+        let error = match self
+            .wait_for_lag(watch_ms, behind.as_ref(), rng, value)
+            .await
+        {
+            Ok(lag) => {
+                self.move_to_lagging(&lag, answer_delay_ms, rng, value)
+                    .await
+            }
+            Err(error) => Some(error),
         };
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-        let error = self
-            .watch_lag(strike, whom, watch_ms, Some(&behind), rng, value)
-            .await;
-        // The third replica starts to catch up from whoever leads now.
-        self.heal_behind(value).await;
+        if behind.is_some() {
+            // The third replica starts to catch up from whoever leads now.
+            self.heal_behind(value).await;
+        }
         error
     }
 
-    /// A lag strike's setup: a partition with a live leader, a live in-sync follower and
-    /// a third live replica (picked with `rng`), whose third replica is cut off until it
+    /// `lag`'s follower made its partition's leader; with `answer_delay_ms`, the leader's
+    /// stale-answer point delayed first (an `aimed` delay).
+    async fn move_to_lagging(
+        &self,
+        lag: &aimed::Lag,
+        answer_delay_ms: Option<u64>,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let Some((topic, number)) = parse_key(&lag.key) else {
+            return Some(format!("no-target: malformed partition key {:?}", lag.key));
+        };
+        value.insert("node".into(), json!(lag.follower));
+        value.insert("strike".into(), json!("transfer"));
+        value.insert(
+            "why".into(),
+            json!(format!(
+                "{}'s high watermark of {} is {} behind its leader {}'s: make it the leader",
+                lag.follower,
+                lag.key,
+                lag.by(),
+                lag.leader
+            )),
+        );
+        if let Some(delay_ms) = answer_delay_ms {
+            let delay = crate::slow::Delay {
+                point: aimed::STALE_ANSWER_POINT.to_string(),
+                delay_ms,
+                percent: 100,
+            };
+            let slowed = self.slow_aimed(vec![lag.leader.clone()], &delay, rng).await;
+            value.insert("slow".into(), Value::Object(slowed));
+        }
+        let moved = self.transfer(&topic, number, &lag.follower).await;
+        let error = moved
+            .get("error")
+            .and_then(Value::as_str)
+            .map(|error| format!("transfer to {} failed: {error}", lag.follower));
+        value.insert("moved".into(), moved);
+        error
+    }
+
+    /// A lag move's setup: a partition with a live leader, a live in-sync follower and a
+    /// third live replica (picked with `rng`), whose third replica is cut off until it
     /// left the ISR ([`Worker::cut_behind`]): its key and that replica.
     async fn lag_behind(
         &self,
@@ -2752,7 +2841,7 @@ impl Worker {
         Ok((partition.key(), third))
     }
 
-    /// Heals a lag strike's cut (every `aimed` cut: the package has one strike under way
+    /// Heals a lag move's cut (every `aimed` cut: the package has one strike under way
     /// at a time); what the heal did is in `value`'s `behind_healed`.
     async fn heal_behind(&self, value: &mut Map<String, Value>) {
         let mut healed = Map::new();
@@ -2762,18 +2851,19 @@ impl Worker {
         value.insert("behind_healed".into(), Value::Object(healed));
     }
 
-    /// Watches for a lag ([`aimed::lags`]) for `watch_ms` and strikes as [`Worker::on_lag`]
-    /// says; with `behind` (a partition's key and its replica put behind), only a lag of
-    /// that partition by another follower counts.
-    async fn watch_lag(
+    /// Every [`aimed::POLL`] for `watch_ms`, the roles and the replica views of every
+    /// node neither killed nor paused, until an in-sync follower's high watermark is
+    /// behind its leader's ([`aimed::lags`]): the worst such lag (`trigger`, `lag`,
+    /// `waited_ms` and `polls` in `value`). With `behind` (a partition's key and its
+    /// replica put behind), only a lag of that partition by another follower counts. No
+    /// lag within the watch is a `no-target`.
+    async fn wait_for_lag(
         &self,
-        strike: Strike,
-        whom: LagTarget,
         watch_ms: u64,
         behind: Option<&(String, String)>,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
-    ) -> Option<String> {
+    ) -> Result<aimed::Lag, String> {
         let watch = Duration::from_millis(watch_ms);
         let began = Instant::now();
         let mut polls = 0u64;
@@ -2788,25 +2878,7 @@ impl Worker {
                 }
                 if let Some(lag) = aimed::worst_lag(&found, rng) {
                     let lag = lag.clone();
-                    let node = match whom {
-                        LagTarget::Leader => lag.leader.clone(),
-                        LagTarget::Follower => lag.follower.clone(),
-                    };
                     value.insert("trigger".into(), json!("hw-lag"));
-                    value.insert(
-                        "why".into(),
-                        json!(format!(
-                            "{}'s high watermark of {} is {} behind its leader {}'s: strike the {}",
-                            lag.follower,
-                            lag.key,
-                            lag.by(),
-                            lag.leader,
-                            match whom {
-                                LagTarget::Leader => "leader",
-                                LagTarget::Follower => "follower",
-                            }
-                        )),
-                    );
                     value.insert(
                         "lag".into(),
                         serde_json::to_value(&lag).unwrap_or(Value::Null),
@@ -2816,7 +2888,7 @@ impl Worker {
                         json!(began.elapsed().as_millis() as u64),
                     );
                     value.insert("polls".into(), json!(polls));
-                    return self.strike(&node, strike, rng, value).await;
+                    return Ok(lag);
                 }
             }
             if began.elapsed() >= watch {
@@ -2826,11 +2898,11 @@ impl Worker {
         }
         value.insert("polls".into(), json!(polls));
         if answered {
-            Some(format!(
+            Err(format!(
                 "no-target: no in-sync follower's high watermark behind its leader's in {watch_ms} ms"
             ))
         } else {
-            Some("no-target: no node showed its replica views".into())
+            Err("no-target: no node showed its replica views".into())
         }
     }
 

@@ -700,7 +700,7 @@ mod tests {
                 other => panic!("not an aimed step: {other:?}"),
             }
         }
-        assert_eq!(aims.len(), 5, "{aims:?}");
+        assert_eq!(aims.len(), 6, "{aims:?}");
         let share = f64::from(calm) / 1000.0;
         assert!((0.28..0.39).contains(&share), "calm {share}");
         // A controller's cut is held 1–6 s after its request.

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nemesis::aimed::{Aim, CutRequest, FlapDelay, FlapSlowed, LagTarget, Strike};
+use nemesis::aimed::{
+    Aim, CutRequest, FlapDelay, FlapSlowed, LagTarget, Strike, STALE_ANSWER_POINT,
+};
 use nemesis::schedule::ScheduleOptions;
 use nemesis::{
     Action, AdminAction, BoxFuture, ClusterControl, ControlError, ControllerView, Grudge, Journal,
@@ -878,7 +880,6 @@ async fn on_a_lag_the_follower_or_the_leader_is_struck() {
         strike: Strike::Pause,
         whom: LagTarget::Follower,
         watch_ms: 1_000,
-        behind_ms: None,
     };
     let (value, error) = nemesis
         .execute_checked(&aim_step(follower, 1))
@@ -897,7 +898,6 @@ async fn on_a_lag_the_follower_or_the_leader_is_struck() {
         strike: Strike::Kill,
         whom: LagTarget::Leader,
         watch_ms: 1_000,
-        behind_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(leader, 1)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -905,6 +905,55 @@ async fn on_a_lag_the_follower_or_the_leader_is_struck() {
     assert!(!control.cluster().running.contains("n1"));
     nemesis.execute_checked(&stop_step()).await.unwrap();
     control.assert_healed();
+}
+
+#[tokio::test]
+async fn a_lag_move_makes_the_lagging_follower_leader_after_delaying_the_leaders_answer() {
+    let control = Scripted::new();
+    lagging_views(&control);
+    control.cluster().failpoints = Some(BTreeMap::new());
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::LagMove {
+        watch_ms: 1_000,
+        answer_delay_ms: Some(800),
+        behind_ms: None,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["trigger"], json!("hw-lag"));
+    assert_eq!(value["node"], json!("n3"), "the lagging follower leads");
+    assert_eq!(value["strike"], json!("transfer"));
+    assert_eq!(value["targets"], json!("lagging-follower-leads"));
+    {
+        let cluster = control.cluster();
+        assert_eq!(
+            cluster.admin,
+            vec![AdminAction::TransferLeader {
+                topic: "t".into(),
+                partition: 0,
+                to: "n3".into(),
+            }]
+        );
+        let armed = cluster.failpoints.as_ref().expect("failpoints");
+        let key = ("n1".to_string(), STALE_ANSWER_POINT.to_string());
+        assert!(
+            armed.contains_key(&key),
+            "the old leader's answer: {armed:?}"
+        );
+        let position = |call: &str| cluster.calls.iter().position(|c| c == call);
+        assert!(position("arm n1 after_offsets_for_leader_epoch").is_some());
+    }
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+    assert!(
+        control
+            .cluster()
+            .failpoints
+            .as_ref()
+            .is_some_and(BTreeMap::is_empty),
+        "released at the undo"
+    );
 }
 
 /// One partition, t/0: n1 leads (HW 10), n2 in its ISR (HW 8: lags by 2), n3 a live
@@ -920,15 +969,14 @@ fn one_partition_with_a_third_replica(control: &Scripted) {
 }
 
 #[tokio::test]
-async fn a_lag_strike_with_a_third_replica_behind_heals_its_cut_right_after_the_strike() {
+async fn a_lag_move_with_a_third_replica_behind_heals_its_cut_right_after_the_move() {
     let control = Scripted::new();
     one_partition_with_a_third_replica(&control);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
-    let aim = Aim::Lagging {
-        strike: Strike::Kill,
-        whom: LagTarget::Leader,
+    let aim = Aim::LagMove {
         watch_ms: 1_000,
+        answer_delay_ms: None,
         behind_ms: Some(100),
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
@@ -936,33 +984,26 @@ async fn a_lag_strike_with_a_third_replica_behind_heals_its_cut_right_after_the_
     // n3 is the only replica that leaves an in-sync follower beside the leader.
     assert_eq!(value["behind"]["replica"], json!("n3"), "{value}");
     assert_eq!(value["behind"]["left_isr"], json!(true), "{value}");
-    assert_eq!(value["node"], json!("n1"), "the leader of the lag");
-    assert_eq!(value["lag"]["follower"], json!("n2"));
+    assert_eq!(value["node"], json!("n2"), "the lagging follower leads");
+    assert_eq!(value["lag"]["leader"], json!("n1"));
     {
         let cluster = control.cluster();
         assert!(
             cluster.cuts.is_empty(),
-            "healed at the strike: {:?}",
+            "healed at the move: {:?}",
             cluster.cuts
         );
+        assert_eq!(cluster.admin.len(), 1, "{:?}", cluster.admin);
         let position = |call: &str| cluster.calls.iter().position(|c| c == call);
-        let (cut, kill, uncut) = (
-            position("cut replication"),
-            position("kill n1"),
-            position("uncut replication"),
-        );
-        assert!(
-            cut.is_some() && cut < kill && kill < uncut,
-            "{:?}",
-            cluster.calls
-        );
+        let (cut, uncut) = (position("cut replication"), position("uncut replication"));
+        assert!(cut.is_some() && cut < uncut, "{:?}", cluster.calls);
     }
     nemesis.execute_checked(&stop_step()).await.unwrap();
     control.assert_healed();
 }
 
 #[tokio::test]
-async fn a_lag_strike_behind_watches_only_its_partition_and_heals_when_it_does_not_lag() {
+async fn a_lag_move_behind_watches_only_its_partition_and_heals_when_it_does_not_lag() {
     let control = Scripted::new();
     one_partition_with_a_third_replica(&control);
     // t/0 does not lag now; t/1 (replicas n2 n3 only, so no third replica) lags by 8.
@@ -980,10 +1021,9 @@ async fn a_lag_strike_behind_watches_only_its_partition_and_heals_when_it_does_n
     }
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
-    let aim = Aim::Lagging {
-        strike: Strike::Pause,
-        whom: LagTarget::Leader,
+    let aim = Aim::LagMove {
         watch_ms: 400,
+        answer_delay_ms: None,
         behind_ms: Some(50),
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
@@ -992,7 +1032,7 @@ async fn a_lag_strike_behind_watches_only_its_partition_and_heals_when_it_does_n
     assert!(error.starts_with("no-target"), "{error}");
     {
         let cluster = control.cluster();
-        assert!(cluster.paused.is_empty(), "{:?}", cluster.paused);
+        assert!(cluster.admin.is_empty(), "{:?}", cluster.admin);
         assert!(cluster.cuts.is_empty(), "healed: {value}");
         assert!(cluster.calls.iter().any(|c| c == "uncut replication"));
     }
@@ -1009,7 +1049,6 @@ async fn without_replica_views_a_lag_strike_says_so() {
         strike: Strike::Kill,
         whom: LagTarget::Leader,
         watch_ms: 200,
-        behind_ms: None,
     };
     let (_, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
     assert!(
@@ -1038,7 +1077,6 @@ async fn the_same_seed_strikes_the_same_node() {
             strike: Strike::Pause,
             whom: LagTarget::Follower,
             watch_ms: 500,
-            behind_ms: None,
         };
         let (value, _) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
         value["node"].as_str().unwrap().to_string()
@@ -1071,7 +1109,6 @@ async fn heal_all_restores_what_strikes_left() {
         strike: Strike::Pause,
         whom: LagTarget::Follower,
         watch_ms: 500,
-        behind_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(pause, 3)).await.unwrap();
     assert_eq!((error, &value["node"]), (None, &json!("n3")), "{value}");
@@ -1083,7 +1120,6 @@ async fn heal_all_restores_what_strikes_left() {
         strike: Strike::Kill,
         whom: LagTarget::Leader,
         watch_ms: 500,
-        behind_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(kill, 3)).await.unwrap();
     assert_eq!((error, &value["node"]), (None, &json!("n1")), "{value}");
