@@ -349,7 +349,64 @@ pub enum FlapSlowed {
     AnyReplica,
 }
 
+/// The kinds of strike a swarm run chooses among ([`Aim::kind`]); a strand is not one of
+/// them, as only the system's own settings decide whether it may be drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AimKind {
+    ControllerCut,
+    AfterChange,
+    Lagging,
+    LagMove,
+    Flap,
+}
+
+impl AimKind {
+    pub const ALL: [AimKind; 5] = [
+        AimKind::ControllerCut,
+        AimKind::AfterChange,
+        AimKind::Lagging,
+        AimKind::LagMove,
+        AimKind::Flap,
+    ];
+
+    /// The name the history uses (the `aim` of a strike).
+    pub fn name(self) -> &'static str {
+        match self {
+            AimKind::ControllerCut => "controller-cut",
+            AimKind::AfterChange => "after-change",
+            AimKind::Lagging => "lagging",
+            AimKind::LagMove => "lag-move",
+            AimKind::Flap => "flap",
+        }
+    }
+}
+
 impl Aim {
+    /// The strike's kind; `None` for a strand.
+    pub fn kind(&self) -> Option<AimKind> {
+        match self {
+            Aim::ControllerCut { .. } => Some(AimKind::ControllerCut),
+            Aim::AfterChange { .. } => Some(AimKind::AfterChange),
+            Aim::Lagging { .. } => Some(AimKind::Lagging),
+            Aim::LagMove { .. } => Some(AimKind::LagMove),
+            Aim::Flap { .. } => Some(AimKind::Flap),
+            Aim::Strand { .. } => None,
+        }
+    }
+
+    /// A strike of one of `kinds`: drawn as [`Aim::draw`] without strands until its kind
+    /// is among them (an empty `kinds` allows every kind). Each kind keeps its own
+    /// parameters' distribution; the kinds' shares are [`Aim::draw`]'s renormalized.
+    pub fn draw_among(rng: &mut Rng, kinds: &[AimKind]) -> Aim {
+        loop {
+            let aim = Aim::draw(rng, false);
+            if kinds.is_empty() || aim.kind().is_some_and(|kind| kinds.contains(&kind)) {
+                return aim;
+            }
+        }
+    }
+
     /// Whether the strike has stages that a fault landing mid-way would undo: it takes
     /// the cluster to itself (other packages' faults undone first, none started while
     /// it runs) and the cluster must settle after it (see [`crate::settle`]). A gated

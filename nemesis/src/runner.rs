@@ -603,8 +603,18 @@ impl Swarm {
 
 /// `step` as a swarm period lets it run: a `start-slow` arms only the period's delay
 /// points — those of its own draw that are among them, or, when none is, a draw among
-/// them from the step's seed and the period.
+/// them from the step's seed and the period; an aimed strike of a kind the run does not
+/// draw is drawn again among those it does ([`Aim::draw_among`], from the step's seed).
 fn swarm_step(mut step: Step, draw: &SwarmDraw) -> Step {
+    if let Action::Aim(aim) = &mut step.action {
+        let allowed = aim
+            .kind()
+            .is_none_or(|kind| draw.aims.is_empty() || draw.aims.contains(&kind));
+        if !allowed {
+            let mut rng = Rng::derive(step.seed, "swarm-aim", 0);
+            *aim = Aim::draw_among(&mut rng, &draw.aims);
+        }
+    }
     if let Action::Slow { delays, .. } = &mut step.action {
         if !draw.slow_points.is_empty() {
             delays.retain(|delay| draw.slow_points.contains(&delay.point));
@@ -3281,6 +3291,7 @@ mod tests {
             seed: 12,
         };
         let draw = |points: &[&str]| SwarmDraw {
+            aims: Vec::new(),
             period: 3,
             active: vec![PackageKind::Slow],
             calm: false,
@@ -3307,6 +3318,56 @@ mod tests {
             ..step
         };
         assert_eq!(swarm_step(kill.clone(), &period), kill);
+    }
+
+    #[test]
+    fn a_swarm_run_redraws_strikes_of_kinds_it_does_not_draw() {
+        use crate::aimed::AimKind;
+        let strike = |aim: Aim, seed: u64| Step {
+            package: PackageKind::Aimed,
+            index: 0,
+            delay: Duration::ZERO,
+            action: Action::Aim(aim),
+            seed,
+        };
+        let draw = |aims: Vec<AimKind>| SwarmDraw {
+            period: 1,
+            active: vec![PackageKind::Aimed],
+            calm: false,
+            slow_points: Vec::new(),
+            aims,
+        };
+        let kind = |step: &Step| match &step.action {
+            Action::Aim(aim) => aim.kind(),
+            _ => None,
+        };
+        let cut = Aim::ControllerCut {
+            request: CutRequest::TransferLeader,
+            request_after_ms: 0,
+            gated: true,
+        };
+        let only_moves = draw(vec![AimKind::LagMove, AimKind::Flap]);
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let step = strike(cut.clone(), seed);
+            let redrawn = swarm_step(step.clone(), &only_moves);
+            let redrawn_kind = kind(&redrawn).expect("a kind");
+            assert!(only_moves.aims.contains(&redrawn_kind), "{redrawn:?}");
+            assert_eq!(
+                redrawn,
+                swarm_step(step, &only_moves),
+                "from the step's seed"
+            );
+            seen.insert(redrawn_kind);
+        }
+        assert_eq!(seen.len(), 2, "both allowed kinds come up: {seen:?}");
+        // A strike of an allowed kind, a strand, and a run without a draw pass unchanged.
+        let allowed = strike(cut.clone(), 3);
+        let with_cuts = draw(vec![AimKind::ControllerCut]);
+        assert_eq!(swarm_step(allowed.clone(), &with_cuts), allowed);
+        let strand = strike(Aim::Strand { alone_ms: 1_000 }, 3);
+        assert_eq!(swarm_step(strand.clone(), &only_moves), strand);
+        assert_eq!(swarm_step(allowed.clone(), &draw(Vec::new())), allowed);
     }
 
     #[test]

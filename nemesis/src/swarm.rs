@@ -15,7 +15,13 @@
 //! The `aimed` package is the exception: it is on in every period that is not calm. Its
 //! strikes already choose their own moments and come in bursts with calms of their own,
 //! and each is a fault sequence rather than one fault, so that toggling it with the
-//! others left a detection run of half a minute with one strike or none.
+//! others left a detection run of half a minute with one strike or none. What is toggled
+//! for it is which kinds of strike it draws ([`AimKind`]), once per run rather than per
+//! period (a strike can outlast several periods): each kind is on with chance
+//! [`AIM_KIND_CHANCE`], at least one, drawn from `Rng::derive(seed, "swarm-aims", 0)`.
+//! Some strikes take the cluster to themselves for half a minute (a gated controller
+//! cut, a held flap); a run without them is a run of many quick strikes, and a run with
+//! only them gives them the room they need.
 //!
 //! The runner ([`crate::runner`]) records each draw as a `swarm` operation of the
 //! nemesis, skips the steps of packages that are off, and stops the fault of a package
@@ -25,6 +31,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::aimed::AimKind;
 use crate::package::PackageKind;
 use crate::slow::DELAY_POINTS;
 use rng::Rng;
@@ -37,6 +44,8 @@ pub const CALM_CHANCE: f64 = 0.25;
 pub const ON_CHANCE: f64 = 0.5;
 /// The chance that a delay point may be armed in a period in which `slow` is on.
 pub const POINT_CHANCE: f64 = 0.5;
+/// The chance that a kind of aimed strike is drawn in a run.
+pub const AIM_KIND_CHANCE: f64 = 0.5;
 
 /// Which faults one period of a swarm run lets happen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,6 +58,8 @@ pub struct SwarmDraw {
     pub calm: bool,
     /// The delay points `start-slow` may arm in this period (empty when `slow` is off).
     pub slow_points: Vec<String>,
+    /// The kinds of strike `aimed` draws in this run (empty when `aimed` is off).
+    pub aims: Vec<AimKind>,
 }
 
 impl SwarmDraw {
@@ -88,11 +99,17 @@ impl SwarmDraw {
                 }
             }
         }
+        let aims = if active.contains(&PackageKind::Aimed) {
+            run_aims(seed)
+        } else {
+            Vec::new()
+        };
         SwarmDraw {
             period,
             active,
             calm,
             slow_points,
+            aims,
         }
     }
 
@@ -112,8 +129,28 @@ impl SwarmDraw {
         if !self.slow_points.is_empty() {
             value["slow_points"] = serde_json::json!(self.slow_points);
         }
+        if !self.aims.is_empty() {
+            value["aims"] =
+                serde_json::json!(self.aims.iter().map(|kind| kind.name()).collect::<Vec<_>>());
+        }
         value
     }
+}
+
+/// The kinds of aimed strike a run of `seed` draws: each with chance [`AIM_KIND_CHANCE`],
+/// one picked when none came up; in [`AimKind::ALL`]'s order.
+pub fn run_aims(seed: u64) -> Vec<AimKind> {
+    let mut rng = Rng::derive(seed, "swarm-aims", 0);
+    let mut kinds: Vec<AimKind> = AimKind::ALL
+        .into_iter()
+        .filter(|_| rng.chance(AIM_KIND_CHANCE))
+        .collect();
+    if kinds.is_empty() {
+        if let Some(kind) = rng.pick(&AimKind::ALL) {
+            kinds.push(*kind);
+        }
+    }
+    kinds
 }
 
 #[cfg(test)]
@@ -217,12 +254,43 @@ mod tests {
     }
 
     #[test]
+    fn a_run_draws_its_kinds_of_strike_once_each_on_half_the_time() {
+        let enabled = PackageKind::ALL.to_vec();
+        let runs = 4_000u64;
+        let mut on = std::collections::BTreeMap::<AimKind, u64>::new();
+        for seed in 0..runs {
+            let kinds = run_aims(seed);
+            assert!(!kinds.is_empty(), "at least one kind");
+            for kind in &kinds {
+                *on.entry(*kind).or_default() += 1;
+            }
+            // Every period of the run in which aimed is on has the run's kinds.
+            for period in 0..6 {
+                let draw = SwarmDraw::draw(seed, period, &enabled);
+                if draw.is_on(PackageKind::Aimed) {
+                    assert_eq!(draw.aims, kinds);
+                } else {
+                    assert!(draw.aims.is_empty());
+                }
+            }
+        }
+        for kind in AimKind::ALL {
+            let share = on.get(&kind).copied().unwrap_or(0) as f64 / runs as f64;
+            // ½, plus a little from the runs where none came up (1/32, one in five each).
+            assert!((0.47..0.55).contains(&share), "{kind:?}: {share}");
+        }
+        let without_aimed = SwarmDraw::draw(1, 0, &[PackageKind::Kill]);
+        assert!(without_aimed.aims.is_empty());
+    }
+
+    #[test]
     fn the_value_names_the_packages() {
         let draw = SwarmDraw {
             period: 4,
             active: vec![PackageKind::Kill, PackageKind::Slow],
             calm: false,
             slow_points: vec!["before_isr_write".into()],
+            aims: vec![AimKind::Flap, AimKind::LagMove],
         };
         assert_eq!(
             draw.value(),
@@ -231,6 +299,7 @@ mod tests {
                 "active": ["kill", "slow"],
                 "calm": false,
                 "slow_points": ["before_isr_write"],
+                "aims": ["flap", "lag-move"],
             })
         );
         let calm = SwarmDraw {
@@ -238,6 +307,7 @@ mod tests {
             active: vec![],
             calm: true,
             slow_points: vec![],
+            aims: vec![],
         };
         assert_eq!(
             calm.value(),
