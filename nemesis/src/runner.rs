@@ -52,7 +52,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::aimed::{self, Aim, CutRequest, LagTarget, Strike};
-use crate::control::{AdminAction, ClusterControl, Journal, JournalError};
+use crate::control::{AdminAction, BoxFuture, ClusterControl, Journal, JournalError};
 use crate::grudge::{Grudge, Ports, Shape};
 use crate::package::PackageKind;
 use crate::roles::Roles;
@@ -625,6 +625,33 @@ fn swarm_step(mut step: Step, draw: &SwarmDraw) -> Step {
         }
     }
     step
+}
+
+/// Runs `futures` concurrently on the calling task; their outputs in their order.
+async fn join_all<T>(futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
+    let mut pending: Vec<Option<BoxFuture<'_, T>>> = futures.into_iter().map(Some).collect();
+    let mut outputs: Vec<Option<T>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (slot, output) in pending.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => {
+                        *output = Some(value);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }
 
 /// Sleeps until `deadline`; forever without one.
@@ -2938,14 +2965,26 @@ impl Worker {
                 .cloned()
                 .collect()
         };
-        let mut views = BTreeMap::new();
-        for node in asked {
-            let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
-            let replicas = tokio::time::timeout(left, self.control.replicas(&node));
-            if let Ok(Some(replicas)) = replicas.await {
-                views.insert(node, replicas);
-            }
-        }
+        // All at once: views read one after another are taken at different moments, and
+        // a follower read after its leader has often caught up with what the leader said.
+        let left = watch.saturating_sub(began.elapsed()).max(aimed::POLL);
+        let reads: Vec<BoxFuture<'_, Option<Vec<sut::ReplicaView>>>> = asked
+            .iter()
+            .map(|node| -> BoxFuture<'_, Option<Vec<sut::ReplicaView>>> {
+                Box::pin(async move {
+                    tokio::time::timeout(left, self.control.replicas(node))
+                        .await
+                        .ok()
+                        .flatten()
+                })
+            })
+            .collect();
+        let views = asked
+            .iter()
+            .cloned()
+            .zip(join_all(reads).await)
+            .filter_map(|(node, replicas)| Some((node, replicas?)))
+            .collect();
         Some((roles, views))
     }
 
@@ -3368,6 +3407,24 @@ mod tests {
         let strand = strike(Aim::Strand { alone_ms: 1_000 }, 3);
         assert_eq!(swarm_step(strand.clone(), &only_moves), strand);
         assert_eq!(swarm_step(allowed.clone(), &draw(Vec::new())), allowed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn join_all_runs_the_futures_at_once_and_keeps_their_order() {
+        let began = tokio::time::Instant::now();
+        let futures: Vec<BoxFuture<'_, u64>> = [300u64, 100, 200]
+            .into_iter()
+            .map(|ms| -> BoxFuture<'_, u64> {
+                Box::pin(async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    ms
+                })
+            })
+            .collect();
+        assert_eq!(join_all(futures).await, vec![300, 100, 200]);
+        // Together, not one after another (600 ms).
+        assert_eq!(began.elapsed(), Duration::from_millis(300));
+        assert!(join_all(Vec::<BoxFuture<'_, u64>>::new()).await.is_empty());
     }
 
     #[test]
