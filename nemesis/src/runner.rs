@@ -1813,11 +1813,7 @@ impl Worker {
         }
         if behind.is_some() {
             // The moves begin as the replica starts to catch up.
-            let mut healed = Map::new();
-            if let Some(error) = self.stop_cuts(PackageKind::Aimed, &mut healed).await {
-                healed.insert("error".into(), json!(error));
-            }
-            value.insert("behind_healed".into(), Value::Object(healed));
+            self.heal_behind(value).await;
         }
         let mut done = Vec::new();
         let mut errors = Vec::new();
@@ -2878,8 +2874,9 @@ impl Worker {
         Ok((partition.key(), third))
     }
 
-    /// Heals a lag move's cut (every `aimed` cut: the package has one strike under way
-    /// at a time); what the heal did is in `value`'s `behind_healed`.
+    /// Heals the cut of a replica put behind ([`Worker::cut_behind`]; every `aimed` cut:
+    /// the package has one strike under way at a time); what the heal did is in
+    /// `value`'s `behind_healed`.
     async fn heal_behind(&self, value: &mut Map<String, Value>) {
         let mut healed = Map::new();
         if let Some(error) = self.stop_cuts(PackageKind::Aimed, &mut healed).await {
