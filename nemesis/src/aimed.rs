@@ -22,9 +22,12 @@
 //!   made leader by a leader transfer, so it takes over with its stale high watermark
 //!   while the old leader stays in the ISR; the old leader's answer to its first
 //!   question as a follower is often held for a while, which keeps the new leader's high
-//!   watermark where it was, and half the time a third replica of the partition was put
+//!   watermark where it was, and most of the time a third replica of the partition was put
 //!   behind first (cut off until it left the ISR) and is let go at the move, so that it
-//!   catches up from that leader and asks it to be let back in.
+//!   catches up from that leader and asks it to be let back in. Often the followers'
+//!   fetch responses are slowed while the lag is watched for ([`LAG_WIDEN_POINT`]): a
+//!   follower then learns each high watermark a slow round late, so its lag lasts until
+//!   the move and spans every write its leader acknowledged in that round.
 //! - [`Aim::Flap`] (fast leadership transitions): one partition's leadership moved away
 //!   from its leader and back several times, often with a replica's round trips slowed
 //!   so that they outlast a move; a held flap paces its moves by what the replicas say
@@ -121,7 +124,9 @@ pub const FLAP_STALE_CHANCE: f64 = 2.0 / 3.0;
 pub const FLAP_STALE_GAPS: (f64, f64) = (2.2, 2.8);
 /// The chance that a move to a lagging follower first puts a third replica of the
 /// partition behind ([`Aim::LagMove`]'s `behind_ms`).
-pub const LAG_BEHIND_CHANCE: f64 = 0.5;
+/// Most of them: with no replica out of the ISR, the stale high watermark the move hands
+/// over lets nobody in, and a leader's expansions are what it decides from that mark.
+pub const LAG_BEHIND_CHANCE: f64 = 0.75;
 /// How long a lag move's third replica stays cut off after it left the ISR, before the
 /// lag is watched for.
 pub const LAG_BEHIND_MS: (u64, u64) = (1_000, 4_000);
@@ -131,6 +136,18 @@ pub const LAG_BEHIND_MS: (u64, u64) = (1_000, 4_000);
 /// does not simply drop the old one from its ISR.
 pub const LAG_ANSWER_CHANCE: f64 = 0.75;
 pub const LAG_ANSWER_MS: (u64, u64) = (500, 2_500);
+/// The chance that a lag move widens its lag first ([`Aim::LagMove`]'s `widen_ms`), and
+/// how long each of the partition's followers' fetch responses is then held (drawn
+/// log-uniform): a round of the follower's fetching takes at least that long, and the
+/// high watermark it holds is the one of the round before. Without it, a follower's lag
+/// lasts from its leader's acknowledgement to its next fetch response, often less than
+/// the watch's poll, and a poll that saw it may be followed by a move that comes after
+/// it closed.
+pub const LAG_WIDEN_CHANCE: f64 = 0.75;
+pub const LAG_WIDEN_MS: (u64, u64) = (200, 1_500);
+/// The point a lag move widens its lag at: a follower's fetch response, held after it
+/// arrived and before it is applied (its records and the high watermark it carries).
+pub const LAG_WIDEN_POINT: &str = "follower_fetch_response";
 /// The chance that a flap first puts a third replica of its partition behind
 /// ([`Aim::Flap`]'s `behind_ms`): leadership then moves while that replica catches up
 /// (CrashTuner and CoFI: strike while redundancy is being restored).
@@ -289,13 +306,19 @@ pub enum Aim {
     /// port cut from every other node until the ISR no longer names it (at most
     /// [`LEAVE_ISR_WAIT`]) and `behind_ms` more; the lag is then watched for on that
     /// partition among the other followers, and the cut healed right after the move (or
-    /// at the end of the watch).
+    /// at the end of the watch). With `widen_ms`, a partition is chosen first (the one
+    /// put behind, or a random partition with a live leader and a live in-sync follower)
+    /// and its live in-sync followers (not the one put behind) have their
+    /// [`LAG_WIDEN_POINT`] delayed that long (released at the undo) before the watch,
+    /// which then looks at that partition only.
     LagMove {
         watch_ms: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         answer_delay_ms: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         behind_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        widen_ms: Option<u64>,
     },
     /// Leadership flapping: one partition's leadership moved `moves` times, `gap_ms`
     /// apart, between one of its in-sync followers and its leader (away, back, away...);
@@ -445,7 +468,8 @@ impl Aim {
     /// strike after a change with ⅛, on a lag with ⅛, a move to a lagging follower with
     /// 3/16 (its old leader's answer delayed with chance [`LAG_ANSWER_CHANCE`] for
     /// [`LAG_ANSWER_MS`], a third replica put behind first with chance
-    /// [`LAG_BEHIND_CHANCE`] for [`LAG_BEHIND_MS`]), a flap with ⅜ (a flap's moves, gaps and
+    /// [`LAG_BEHIND_CHANCE`] for [`LAG_BEHIND_MS`], its followers' lag widened with chance
+    /// [`LAG_WIDEN_CHANCE`] by [`LAG_WIDEN_MS`]), a flap with ⅜ (a flap's moves, gaps and
     /// delay from [`FLAP_MOVES`], [`FLAP_GAP_MS`], [`FLAP_DELAY_MS`]; one that puts no
     /// replica behind is held with chance [`FLAP_HELD_CHANCE`]); after a change, a kill or
     /// an isolation; on a lag, a kill or a pause of the leader or the follower, each
@@ -537,10 +561,12 @@ impl Aim {
             7..=9 => {
                 let answer = rng.between(LAG_ANSWER_MS.0, LAG_ANSWER_MS.1);
                 let behind = rng.between(LAG_BEHIND_MS.0, LAG_BEHIND_MS.1);
+                let widen = crate::slow::log_uniform(LAG_WIDEN_MS.0, LAG_WIDEN_MS.1, rng.unit());
                 Aim::LagMove {
                     watch_ms,
                     answer_delay_ms: rng.chance(LAG_ANSWER_CHANCE).then_some(answer),
                     behind_ms: rng.chance(LAG_BEHIND_CHANCE).then_some(behind),
+                    widen_ms: rng.chance(LAG_WIDEN_CHANCE).then_some(widen),
                 }
             }
             3 | 4 => Aim::AfterChange {
@@ -865,6 +891,7 @@ mod tests {
         let (mut cuts, mut gated_cuts) = (0u32, 0u32);
         let (mut lag_strikes, mut lag_moves, mut moves_behind, mut moves_held) =
             (0u32, 0u32, 0u32, 0u32);
+        let mut moves_widened = 0u32;
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
@@ -903,9 +930,14 @@ mod tests {
                     watch_ms,
                     answer_delay_ms,
                     behind_ms,
+                    widen_ms,
                 } => {
                     assert!((WATCH_MS.0..=WATCH_MS.1).contains(watch_ms));
                     lag_moves += 1;
+                    if let Some(ms) = widen_ms {
+                        moves_widened += 1;
+                        assert!((LAG_WIDEN_MS.0..=LAG_WIDEN_MS.1).contains(ms));
+                    }
                     if let Some(ms) = behind_ms {
                         moves_behind += 1;
                         assert!((LAG_BEHIND_MS.0..=LAG_BEHIND_MS.1).contains(ms));
@@ -1000,12 +1032,13 @@ mod tests {
         // Three in sixteen are controller cuts (562), two thirds of them gated.
         assert!((480..650).contains(&cuts), "{cuts}");
         // Two in sixteen strike on a lag (375), three move to the lagging follower (562),
-        // half of those with a replica behind (281), three in four delaying the old
-        // leader's answer (422).
+        // three in four of those with a replica behind (422), three in four delaying the
+        // old leader's answer (422), three in four widening the lag (422).
         assert!((310..440).contains(&lag_strikes), "{lag_strikes}");
         assert!((480..650).contains(&lag_moves), "{lag_moves}");
-        assert!((220..340).contains(&moves_behind), "{moves_behind}");
+        assert!((350..500).contains(&moves_behind), "{moves_behind}");
         assert!((350..500).contains(&moves_held), "{moves_held}");
+        assert!((350..500).contains(&moves_widened), "{moves_widened}");
         assert!(
             (cuts * 3 / 5..cuts * 3 / 4).contains(&gated_cuts),
             "{gated_cuts} of {cuts}"

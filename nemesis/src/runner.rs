@@ -499,6 +499,22 @@ type LedPartition<'r> = (&'r crate::roles::PartitionRoles, Vec<String>, Vec<Stri
 /// How many of a held flap's moves are paced by its stages ([`aimed::HeldStage`]).
 const HELD_MOVES: u64 = 3;
 
+/// The partition a lag move watches ([`Worker::wait_for_lag`]), and the replica whose
+/// lag does not count there (the one put behind).
+#[derive(Debug, Clone)]
+struct LagFocus {
+    key: String,
+    except: Option<String>,
+}
+
+/// A lag move's delays ([`Aim::LagMove`]): the old leader's stale answer and the
+/// followers' widened lag.
+#[derive(Debug, Clone, Copy)]
+struct LagMoveDelays {
+    answer_ms: Option<u64>,
+    widen_ms: Option<u64>,
+}
+
 /// What a held flap's paced moves came to: their record (`held` in the strike's
 /// value) and the error of a point that could not be released.
 struct HeldOutcome {
@@ -1715,9 +1731,13 @@ impl Worker {
                 watch_ms,
                 answer_delay_ms,
                 behind_ms,
+                widen_ms,
             } => {
-                self.lag_move(watch_ms, answer_delay_ms, behind_ms, rng, value)
-                    .await
+                let delays = LagMoveDelays {
+                    answer_ms: answer_delay_ms,
+                    widen_ms,
+                };
+                self.lag_move(watch_ms, delays, behind_ms, rng, value).await
             }
             Aim::Flap {
                 moves,
@@ -2758,44 +2778,111 @@ impl Worker {
 
     /// A controlled failover at CoFI's moment ([`Aim::LagMove`]): with `behind_ms`, a
     /// third replica of a partition is put behind first ([`Worker::lag_behind`]) and left
-    /// behind `behind_ms` more, and only that partition's other followers are watched;
-    /// at the first lag within `watch_ms` ([`Worker::wait_for_lag`]), with
-    /// `answer_delay_ms` the leader's [`aimed::STALE_ANSWER_POINT`] is delayed that long
-    /// (released by the undo), and the leadership is transferred to the lagging
-    /// follower; the third replica's cut is healed right after (or at the watch's end).
+    /// behind `behind_ms` more; with `delays.widen_ms`, that partition (or, with nothing
+    /// behind, a random led one) has its in-sync followers' [`aimed::LAG_WIDEN_POINT`]
+    /// delayed (released by the undo); either way only that partition's other followers
+    /// are then watched. At the first lag within `watch_ms` ([`Worker::wait_for_lag`]),
+    /// with `delays.answer_ms` the leader's [`aimed::STALE_ANSWER_POINT`] is delayed
+    /// that long (released by the undo), and the leadership is transferred to the
+    /// lagging follower; the third replica's cut is healed right after (or at the
+    /// watch's end).
     async fn lag_move(
         &self,
         watch_ms: u64,
-        answer_delay_ms: Option<u64>,
+        delays: LagMoveDelays,
         behind_ms: Option<u64>,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        let behind = match behind_ms {
+        let mut focus = match behind_ms {
             Some(ms) => match self.lag_behind(rng, value).await {
-                Ok(behind) => {
+                Ok((key, third)) => {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
-                    Some(behind)
+                    Some(LagFocus {
+                        key,
+                        except: Some(third),
+                    })
                 }
                 Err(error) => return Some(error),
             },
             None => None,
         };
-        let error = match self
-            .wait_for_lag(watch_ms, behind.as_ref(), rng, value)
-            .await
-        {
-            Ok(lag) => {
-                self.move_to_lagging(&lag, answer_delay_ms, rng, value)
-                    .await
-            }
-            Err(error) => Some(error),
+        let behind = focus.is_some();
+        let error = match delays.widen_ms {
+            Some(widen_ms) => self.widen_lag(widen_ms, &mut focus, rng, value).await,
+            None => None,
         };
-        if behind.is_some() {
+        let error = match error {
+            Some(error) => Some(error),
+            None => match self
+                .wait_for_lag(watch_ms, focus.as_ref(), rng, value)
+                .await
+            {
+                Ok(lag) => {
+                    self.move_to_lagging(&lag, delays.answer_ms, rng, value)
+                        .await
+                }
+                Err(error) => Some(error),
+            },
+        };
+        if behind {
             // The third replica starts to catch up from whoever leads now.
             self.heal_behind(value).await;
         }
         error
+    }
+
+    /// A lag move's widening ([`Aim::LagMove`]'s `widen_ms`): `focus`'s partition (or,
+    /// without one, a random partition with a live leader and a live in-sync follower,
+    /// which becomes the focus) has its live in-sync followers but the focus's exception
+    /// delayed at [`aimed::LAG_WIDEN_POINT`] (an `aimed` delay, released by the undo);
+    /// what was armed is in `value`'s `widened`.
+    async fn widen_lag(
+        &self,
+        widen_ms: u64,
+        focus: &mut Option<LagFocus>,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let roles = self.roles().await;
+        let led = self.led_partitions(&roles);
+        let chosen = match focus.as_ref() {
+            Some(focus) => led.iter().find(|(p, _, _)| p.key() == focus.key),
+            None => rng.pick(&led),
+        };
+        let Some((partition, followers, _)) = chosen else {
+            return Some(match focus {
+                Some(focus) => format!(
+                    "no-target: {} has no live leader with a live in-sync follower to widen its lag",
+                    focus.key
+                ),
+                None => "no-target: no partition with a live leader and a live in-sync follower"
+                    .into(),
+            });
+        };
+        let except = focus.as_ref().and_then(|f| f.except.clone());
+        let slowed_followers: Vec<String> = followers
+            .iter()
+            .filter(|f| Some(*f) != except.as_ref())
+            .cloned()
+            .collect();
+        if slowed_followers.is_empty() {
+            return Some(format!(
+                "no-target: {} has no in-sync follower besides the replica behind",
+                partition.key()
+            ));
+        }
+        let key = partition.key();
+        let delay = crate::slow::Delay {
+            point: aimed::LAG_WIDEN_POINT.to_string(),
+            delay_ms: widen_ms,
+            percent: 100,
+        };
+        let mut widened = self.slow_aimed(slowed_followers, &delay, rng).await;
+        widened.insert("partition".into(), json!(key));
+        value.insert("widened".into(), Value::Object(widened));
+        *focus = Some(LagFocus { key, except });
+        None
     }
 
     /// `lag`'s follower made its partition's leader; with `answer_delay_ms`, the leader's
@@ -2888,13 +2975,13 @@ impl Worker {
     /// Every [`aimed::POLL`] for `watch_ms`, the roles and the replica views of every
     /// node neither killed nor paused, until an in-sync follower's high watermark is
     /// behind its leader's ([`aimed::lags`]): the worst such lag (`trigger`, `lag`,
-    /// `waited_ms` and `polls` in `value`). With `behind` (a partition's key and its
-    /// replica put behind), only a lag of that partition by another follower counts. No
-    /// lag within the watch is a `no-target`.
+    /// `waited_ms` and `polls` in `value`). With `focus`, only a lag of its partition by
+    /// a follower other than its exception counts. No lag within the watch is a
+    /// `no-target`.
     async fn wait_for_lag(
         &self,
         watch_ms: u64,
-        behind: Option<&(String, String)>,
+        focus: Option<&LagFocus>,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Result<aimed::Lag, String> {
@@ -2907,8 +2994,10 @@ impl Worker {
                 polls += 1;
                 answered |= !views.is_empty();
                 let mut found = aimed::lags(&roles, &views);
-                if let Some((key, third)) = behind {
-                    found.retain(|lag| lag.key == *key && lag.follower != *third);
+                if let Some(focus) = focus {
+                    found.retain(|lag| {
+                        lag.key == focus.key && Some(&lag.follower) != focus.except.as_ref()
+                    });
                 }
                 if let Some(lag) = aimed::worst_lag(&found, rng) {
                     let lag = lag.clone();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nemesis::aimed::{
-    Aim, CutRequest, FlapDelay, FlapSlowed, LagTarget, Strike, STALE_ANSWER_POINT,
+    Aim, CutRequest, FlapDelay, FlapSlowed, LagTarget, Strike, LAG_WIDEN_POINT, STALE_ANSWER_POINT,
 };
 use nemesis::schedule::ScheduleOptions;
 use nemesis::{
@@ -918,6 +918,7 @@ async fn a_lag_move_makes_the_lagging_follower_leader_after_delaying_the_leaders
         watch_ms: 1_000,
         answer_delay_ms: Some(800),
         behind_ms: None,
+        widen_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -978,6 +979,7 @@ async fn a_lag_move_with_a_third_replica_behind_heals_its_cut_right_after_the_mo
         watch_ms: 1_000,
         answer_delay_ms: None,
         behind_ms: Some(100),
+        widen_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
     assert_eq!(error, None, "{value}");
@@ -1025,6 +1027,7 @@ async fn a_lag_move_behind_watches_only_its_partition_and_heals_when_it_does_not
         watch_ms: 400,
         answer_delay_ms: None,
         behind_ms: Some(50),
+        widen_ms: None,
     };
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 5)).await.unwrap();
     assert_eq!(value["behind"]["replica"], json!("n3"), "{value}");
@@ -1038,6 +1041,104 @@ async fn a_lag_move_behind_watches_only_its_partition_and_heals_when_it_does_not
     }
     nemesis.execute_checked(&stop_step()).await.unwrap();
     control.assert_healed();
+}
+
+#[tokio::test]
+async fn a_widened_lag_move_slows_the_in_sync_follower_of_the_partition_put_behind() {
+    let control = Scripted::new();
+    one_partition_with_a_third_replica(&control);
+    control.cluster().failpoints = Some(BTreeMap::new());
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::LagMove {
+        watch_ms: 1_000,
+        answer_delay_ms: None,
+        behind_ms: Some(50),
+        widen_ms: Some(700),
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["widened"]["partition"], json!("t/0"), "{value}");
+    assert_eq!(value["node"], json!("n2"), "the lagging follower leads");
+    {
+        let cluster = control.cluster();
+        let armed = cluster.failpoints.as_ref().expect("failpoints");
+        let widened =
+            |node: &str| armed.contains_key(&(node.to_string(), LAG_WIDEN_POINT.to_string()));
+        assert!(widened("n2"), "the in-sync follower: {armed:?}");
+        assert!(!widened("n3"), "not the replica put behind: {armed:?}");
+        assert!(!widened("n1"), "not the leader: {armed:?}");
+        let position = |call: &str| cluster.calls.iter().position(|c| c == call);
+        assert!(
+            position(&format!("arm n2 {LAG_WIDEN_POINT}")).is_some(),
+            "{:?}",
+            cluster.calls
+        );
+        assert_eq!(cluster.admin.len(), 1, "{:?}", cluster.admin);
+    }
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+    assert!(
+        control
+            .cluster()
+            .failpoints
+            .as_ref()
+            .is_some_and(BTreeMap::is_empty),
+        "released at the undo"
+    );
+}
+
+#[tokio::test]
+async fn a_widened_lag_move_without_a_replica_behind_watches_only_the_partition_it_slowed() {
+    let control = Scripted::new();
+    // t/0 (n1 leads, n2 in its ISR) lags nowhere; t/1 has no in-sync follower, so t/0
+    // is the one partition to widen; n3's lag on t/1 (out of its ISR) does not count.
+    {
+        let mut roles = base_roles();
+        roles.partitions = vec![
+            partition(0, "n1", 1, &["n1", "n2"]),
+            partition(1, "n2", 1, &["n2"]),
+        ];
+        control.script_roles(vec![roles]);
+        let mut cluster = control.cluster();
+        cluster.views.insert("n1".into(), vec![view(0, true, 10)]);
+        cluster
+            .views
+            .insert("n2".into(), vec![view(0, false, 10), view(1, true, 9)]);
+        cluster.views.insert("n3".into(), vec![view(1, false, 2)]);
+        cluster.failpoints = Some(BTreeMap::new());
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::LagMove {
+        watch_ms: 300,
+        answer_delay_ms: None,
+        behind_ms: None,
+        widen_ms: Some(400),
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
+    assert_eq!(value["widened"]["partition"], json!("t/0"), "{value}");
+    let error = error.expect("t/0 does not lag");
+    assert!(error.starts_with("no-target"), "{error}");
+    {
+        let cluster = control.cluster();
+        assert!(cluster.admin.is_empty(), "{:?}", cluster.admin);
+        let armed = cluster.failpoints.as_ref().expect("failpoints");
+        assert!(
+            armed.contains_key(&("n2".to_string(), LAG_WIDEN_POINT.to_string())),
+            "{armed:?}"
+        );
+    }
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+    assert!(
+        control
+            .cluster()
+            .failpoints
+            .as_ref()
+            .is_some_and(BTreeMap::is_empty),
+        "released at the undo"
+    );
 }
 
 #[tokio::test]
