@@ -2778,7 +2778,8 @@ impl Worker {
 
     /// A controlled failover at CoFI's moment ([`Aim::LagMove`]): with `behind_ms`, a
     /// third replica of a partition is put behind first ([`Worker::lag_behind`]) and left
-    /// behind `behind_ms` more; with `delays.widen_ms`, that partition (or, with nothing
+    /// behind `behind_ms` more (where no partition has one, the move goes on without:
+    /// `behind_skipped`); with `delays.widen_ms`, that partition (or, with nothing
     /// behind, a random led one) has its in-sync followers' [`aimed::LAG_WIDEN_POINT`]
     /// delayed (released by the undo); either way only that partition's other followers
     /// are then watched. At the first lag within `watch_ms` ([`Worker::wait_for_lag`]),
@@ -2796,12 +2797,20 @@ impl Worker {
     ) -> Option<String> {
         let mut focus = match behind_ms {
             Some(ms) => match self.lag_behind(rng, value).await {
-                Ok((key, third)) => {
+                Ok(Some((key, third))) => {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                     Some(LagFocus {
                         key,
                         except: Some(third),
                     })
+                }
+                // Two copies, or a third one down: the move goes on without one behind.
+                Ok(None) => {
+                    value.insert(
+                        "behind_skipped".into(),
+                        json!("no partition with a live leader, an in-sync follower and a third live replica"),
+                    );
+                    None
                 }
                 Err(error) => return Some(error),
             },
@@ -2929,12 +2938,13 @@ impl Worker {
 
     /// A lag move's setup: a partition with a live leader, a live in-sync follower and a
     /// third live replica (picked with `rng`), whose third replica is cut off until it
-    /// left the ISR ([`Worker::cut_behind`]): its key and that replica.
+    /// left the ISR ([`Worker::cut_behind`]): its key and that replica; `None` (nothing
+    /// done) when no partition has such a third replica.
     async fn lag_behind(
         &self,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
-    ) -> Result<(String, String), String> {
+    ) -> Result<Option<(String, String)>, String> {
         let roles = self.roles().await;
         let candidates: Vec<(&crate::roles::PartitionRoles, String)> = self
             .led_partitions(&roles)
@@ -2949,16 +2959,13 @@ impl Worker {
             })
             .collect();
         let Some((partition, third)) = rng.pick(&candidates).cloned() else {
-            return Err(
-                "no-target: no partition with a live leader, an in-sync follower and a third live replica"
-                    .into(),
-            );
+            return Ok(None);
         };
         if let Some(error) = self.cut_behind(partition, &third, rng, value).await {
             self.heal_behind(value).await;
             return Err(error);
         }
-        Ok((partition.key(), third))
+        Ok(Some((partition.key(), third)))
     }
 
     /// Heals the cut of a replica put behind ([`Worker::cut_behind`]; every `aimed` cut:

@@ -1044,6 +1044,46 @@ async fn a_lag_move_behind_watches_only_its_partition_and_heals_when_it_does_not
 }
 
 #[tokio::test]
+async fn a_lag_move_behind_goes_on_without_a_replica_behind_where_there_is_no_third_one() {
+    let control = Scripted::new();
+    {
+        // Two copies: t/0 on n1 (leads, HW 10) and n3 (in its ISR, HW 7).
+        let mut roles = base_roles();
+        let mut two = partition(0, "n1", 1, &["n1", "n3"]);
+        two.replicas = s(&["n1", "n3"]);
+        roles.partitions = vec![two];
+        control.script_roles(vec![roles]);
+        let mut cluster = control.cluster();
+        cluster.views.insert("n1".into(), vec![view(0, true, 10)]);
+        cluster.views.insert("n3".into(), vec![view(0, false, 7)]);
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::LagMove {
+        watch_ms: 1_000,
+        answer_delay_ms: None,
+        behind_ms: Some(50),
+        widen_ms: None,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert!(value["behind_skipped"].is_string(), "{value}");
+    assert!(value.get("behind").is_none(), "{value}");
+    assert_eq!(value["node"], json!("n3"), "the lagging follower leads");
+    {
+        let cluster = control.cluster();
+        assert!(
+            cluster.calls.iter().all(|c| !c.starts_with("cut")),
+            "{:?}",
+            cluster.calls
+        );
+        assert_eq!(cluster.admin.len(), 1, "{:?}", cluster.admin);
+    }
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+}
+
+#[tokio::test]
 async fn a_widened_lag_move_slows_the_in_sync_follower_of_the_partition_put_behind() {
     let control = Scripted::new();
     one_partition_with_a_third_replica(&control);
