@@ -1792,7 +1792,13 @@ impl Worker {
         };
         let leader = partition.leader.clone().unwrap_or_default();
         let key = partition.key();
-        let third: Vec<String> = others.iter().filter(|n| **n != follower).cloned().collect();
+        // Never the controller: its LeaderAndIsr requests (the moves) travel on the
+        // replication port the cut closes.
+        let third: Vec<String> = others
+            .iter()
+            .filter(|n| **n != follower && roles.controller.as_ref() != Some(*n))
+            .cloned()
+            .collect();
         let behind = match (behind_ms, rng.pick(&third)) {
             (Some(ms), Some(replica)) => Some((replica.clone(), ms)),
             _ => None,
@@ -2937,7 +2943,8 @@ impl Worker {
     }
 
     /// A lag move's setup: a partition with a live leader, a live in-sync follower and a
-    /// third live replica (picked with `rng`), whose third replica is cut off until it
+    /// third live replica that is not the controller (picked with `rng`), whose third
+    /// replica is cut off until it
     /// left the ISR ([`Worker::cut_behind`]): its key and that replica; `None` (nothing
     /// done) when no partition has such a third replica.
     async fn lag_behind(
@@ -2950,10 +2957,13 @@ impl Worker {
             .led_partitions(&roles)
             .into_iter()
             .flat_map(|(partition, followers, others)| {
-                // The third replica must leave an in-sync follower behind it.
+                // The third replica must leave an in-sync follower behind it, and not be
+                // the controller, whose LeaderAndIsr requests (the move) travel on the
+                // replication port the cut closes.
                 others
                     .into_iter()
                     .filter(|third| followers.iter().any(|f| f != third))
+                    .filter(|third| roles.controller.as_ref() != Some(third))
                     .map(move |third| (partition, third))
                     .collect::<Vec<_>>()
             })

@@ -1084,6 +1084,43 @@ async fn a_lag_move_behind_goes_on_without_a_replica_behind_where_there_is_no_th
 }
 
 #[tokio::test]
+async fn a_lag_move_never_puts_the_controller_behind() {
+    let control = Scripted::new();
+    one_partition_with_a_third_replica(&control);
+    {
+        // n3, t/0's only third replica, is the controller: cutting its replication port
+        // would also hold back the move's LeaderAndIsr.
+        let mut roles = base_roles();
+        roles.partitions = vec![partition(0, "n1", 1, &["n1", "n2"])];
+        roles.controller = Some("n3".into());
+        control.script_roles(vec![roles]);
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::LagMove {
+        watch_ms: 1_000,
+        answer_delay_ms: None,
+        behind_ms: Some(50),
+        widen_ms: None,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 1)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert!(value["behind_skipped"].is_string(), "{value}");
+    assert_eq!(value["node"], json!("n2"), "the lagging follower leads");
+    assert!(
+        control
+            .cluster()
+            .calls
+            .iter()
+            .all(|c| !c.starts_with("cut")),
+        "{:?}",
+        control.cluster().calls
+    );
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+}
+
+#[tokio::test]
 async fn a_widened_lag_move_slows_the_in_sync_follower_of_the_partition_put_behind() {
     let control = Scripted::new();
     one_partition_with_a_third_replica(&control);
