@@ -437,13 +437,16 @@ impl Aim {
     /// Whether the strike has stages that a fault landing mid-way would undo: it takes
     /// the cluster to itself (other packages' faults undone first, none started while
     /// it runs) and the cluster must settle after it (see [`crate::settle`]). A gated
-    /// controller cut, a held flap, a strand.
+    /// controller cut, a held flap, a strand, a lag move that puts a replica behind (a
+    /// kill, pause or cut of another package between the cut and the catch-up — seen to
+    /// stretch one to 17 s — leaves nobody behind, or nobody lagging, by the move).
     pub fn needs_the_cluster(&self) -> bool {
         match self {
             Aim::ControllerCut { gated, .. } => *gated,
             Aim::Flap { held, .. } => *held,
             Aim::Strand { .. } => true,
-            Aim::AfterChange { .. } | Aim::Lagging { .. } | Aim::LagMove { .. } => false,
+            Aim::LagMove { behind_ms, .. } => behind_ms.is_some(),
+            Aim::AfterChange { .. } | Aim::Lagging { .. } => false,
         }
     }
 
@@ -1049,6 +1052,24 @@ mod tests {
         );
         let share = f64::from(calm) / draws as f64;
         assert!((0.30..0.37).contains(&share), "calm before {share}");
+    }
+
+    #[test]
+    fn a_lag_move_needs_the_cluster_only_when_it_puts_a_replica_behind() {
+        let lag_move = |behind_ms: Option<u64>| Aim::LagMove {
+            watch_ms: 1_000,
+            answer_delay_ms: Some(800),
+            behind_ms,
+            widen_ms: Some(300),
+        };
+        assert!(lag_move(Some(500)).needs_the_cluster());
+        assert!(!lag_move(None).needs_the_cluster());
+        let quick = Aim::Lagging {
+            strike: Strike::Kill,
+            whom: LagTarget::Leader,
+            watch_ms: 1_000,
+        };
+        assert!(!quick.needs_the_cluster());
     }
 
     #[test]
