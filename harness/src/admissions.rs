@@ -48,9 +48,11 @@ pub struct Acked {
 }
 
 /// The acknowledged writes of a history, by key (`topic/partition`), in the order the
-/// history has them: `ok` appends that carry their offset and whose invocation asked for
-/// every in-sync replica (an `"acks": 1` or `0` write promises only the leader's log, as
-/// the log checker reads it). `history_unix_ms` is the history's time 0 by the wall clock.
+/// history has them: `ok` appends (the log workload) and register writes that carry
+/// their offset and whose invocation asked for every in-sync replica (an `"acks": 1` or
+/// `0` write promises only the leader's log, as the log checker reads it; register
+/// writes are always acks=all). `history_unix_ms` is the history's time 0 by the wall
+/// clock.
 pub fn acknowledged(ops: &[history::Op], history_unix_ms: u64) -> BTreeMap<String, Vec<Acked>> {
     let mut by_key: BTreeMap<String, Vec<Acked>> = BTreeMap::new();
     // Each client process has at most one op open: its invocation says how it was sent.
@@ -59,7 +61,7 @@ pub fn acknowledged(ops: &[history::Op], history_unix_ms: u64) -> BTreeMap<Strin
         let Process::Client(process) = op.process else {
             continue;
         };
-        if op.f != "append" {
+        if op.f != "append" && op.f != "write" {
             continue;
         }
         if op.kind == OpType::Invoke {
@@ -363,6 +365,20 @@ mod tests {
     fn judged(events: Vec<IsrExpansion>) -> Judgement {
         let by_node = BTreeMap::from([("n2".to_string(), events)]);
         judge(&by_node, acknowledged(&history(), ORIGIN))
+    }
+
+    #[test]
+    fn register_writes_with_their_offset_count_and_reads_do_not() {
+        let mut write = append_ok(0, 100, "t/0", 7, 3);
+        write.f = "write".into();
+        let mut bare = append_ok(1, 110, "t/0", 8, 4);
+        bare.f = "write".into();
+        bare.value = json!({"key": "t/0", "value": 8});
+        let mut read = append_ok(2, 120, "t/0", 7, 5);
+        read.f = "read".into();
+        let acked = acknowledged(&[write, bare, read], ORIGIN);
+        let offsets: Vec<u64> = acked["t/0"].iter().map(|a| a.offset).collect();
+        assert_eq!(offsets, vec![3], "{acked:?}");
     }
 
     #[test]

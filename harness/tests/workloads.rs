@@ -641,10 +641,20 @@ async fn register_on_a_correct_leader_is_linearizable() {
     let failure = report.failure.as_ref().map(|f| &f.unplaced_description);
     assert_eq!(report.verdict, Verdict::Valid, "{failure:?}");
     assert_eq!(report.partitions, 2);
-    // Shapes: {"key", "value"} everywhere, reads invoked with null.
+    // Shapes: {"key", "value"} everywhere but acknowledged writes, which also say where
+    // the log put them ("offset"); reads invoked with null.
     let mut reads_with_values = 0;
     for op in &history.ops {
-        assert_eq!(keys_of(&op.value), set(&["key", "value"]), "{op:?}");
+        if (op.f.as_str(), op.kind) == ("write", OpType::Ok) {
+            assert_eq!(
+                keys_of(&op.value),
+                set(&["key", "value", "offset"]),
+                "{op:?}"
+            );
+            assert!(op.value["offset"].is_u64(), "{op:?}");
+        } else {
+            assert_eq!(keys_of(&op.value), set(&["key", "value"]), "{op:?}");
+        }
         assert!(op.value["key"] == json!("t/0") || op.value["key"] == json!("t/1"));
         match (op.f.as_str(), op.kind) {
             ("read", OpType::Invoke) => assert_eq!(op.value["value"], Value::Null),

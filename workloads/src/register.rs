@@ -7,7 +7,8 @@
 //!
 //! | entry | value |
 //! |---|---|
-//! | write invoke, ok, fail, info | `{"key": "t/0", "value": 17}` |
+//! | write invoke, fail, info | `{"key": "t/0", "value": 17}` |
+//! | write ok | `{"key": "t/0", "value": 17, "offset": 4}` (where the log put it) |
 //! | read invoke, fail | `{"key": "t/0", "value": null}` |
 //! | read ok | `{"key": "t/0", "value": 17}` (`null`: the partition was empty) |
 //!
@@ -56,7 +57,7 @@ pub(crate) async fn execute(
             // ends at the batch's last value, which is linearizable.
             let shape = BatchShape {
                 f: "write",
-                with_offset: false,
+                with_offset: true,
             };
             let values: Vec<i64> = values.iter().collect();
             record_batch(cx, shape, partition, &values).await
@@ -86,15 +87,21 @@ async fn write(
         body.clone(),
         Some(cx.client.target().node_name(node)),
     )?;
-    let (outcome, error) = match cx
+    let (outcome, done, error) = match cx
         .client
         .produce(node, partition, &json!(value), Acks::All)
         .await
     {
-        Ok(_) => (Outcome::Ok, None),
-        Err(error) => (error.write_outcome(), Some(error.code())),
+        // The offset is not the register's business (its checker reads key and value);
+        // the ISR-admission oracle judges acknowledged writes by where they landed.
+        Ok(offset) => {
+            let mut done = body;
+            done["offset"] = json!(offset);
+            (Outcome::Ok, done, None)
+        }
+        Err(error) => (error.write_outcome(), body, Some(error.code())),
     };
-    cx.recorder.complete(invocation, outcome, body, error)?;
+    cx.recorder.complete(invocation, outcome, done, error)?;
     Ok(outcome)
 }
 
