@@ -2791,8 +2791,8 @@ impl Worker {
     /// are then watched. At the first lag within `watch_ms` ([`Worker::wait_for_lag`]),
     /// with `delays.answer_ms` the leader's [`aimed::STALE_ANSWER_POINT`] is delayed
     /// that long (released by the undo), and the leadership is transferred to the
-    /// lagging follower; the third replica's cut is healed right after (or at the
-    /// watch's end).
+    /// lagging follower; the third replica's cut is healed as soon as the roles name the
+    /// new leader ([`Worker::heal_behind_once_moved`]; or at the watch's end).
     async fn lag_move(
         &self,
         watch_ms: u64,
@@ -2833,6 +2833,19 @@ impl Worker {
                 .wait_for_lag(watch_ms, focus.as_ref(), rng, value)
                 .await
             {
+                Ok(lag) if behind => {
+                    // The replica behind is healed as soon as the metadata names the new
+                    // leader, not when the controller answers: it answers once every
+                    // replica took the move or its delivery timed out (3 s), and the one
+                    // cut off cannot take it.
+                    let mut healed = Map::new();
+                    let (error, ()) = tokio::join!(
+                        self.move_to_lagging(&lag, delays.answer_ms, rng, value),
+                        self.heal_behind_once_moved(&lag, &mut healed),
+                    );
+                    value.extend(healed);
+                    return error;
+                }
                 Ok(lag) => {
                     self.move_to_lagging(&lag, delays.answer_ms, rng, value)
                         .await
@@ -2841,10 +2854,35 @@ impl Worker {
             },
         };
         if behind {
-            // The third replica starts to catch up from whoever leads now.
             self.heal_behind(value).await;
         }
         error
+    }
+
+    /// A lag move's replica behind healed ([`Worker::heal_behind`]) once the roles name
+    /// `lag`'s follower as its partition's leader (at most [`aimed::REQUEST_WAIT`]), so
+    /// that it catches up from, and asks to join the ISR of, that leader; how long after
+    /// the call in `value`'s `behind_healed_after_ms`.
+    async fn heal_behind_once_moved(&self, lag: &aimed::Lag, value: &mut Map<String, Value>) {
+        let began = Instant::now();
+        let moved = match parse_key(&lag.key) {
+            Some((topic, number)) => self
+                .poll_roles(aimed::REQUEST_WAIT, |roles| {
+                    roles
+                        .partition(&topic, number)
+                        .filter(|p| p.leader.as_ref() == Some(&lag.follower))
+                        .map(|_| ())
+                })
+                .await
+                .is_some(),
+            None => false,
+        };
+        self.heal_behind(value).await;
+        value.insert(
+            "behind_healed_after_ms".into(),
+            json!(began.elapsed().as_millis() as u64),
+        );
+        value.insert("behind_healed_at_move".into(), json!(moved));
     }
 
     /// A lag move's widening ([`Aim::LagMove`]'s `widen_ms`): `focus`'s partition (or,

@@ -350,6 +350,13 @@ impl Cluster {
                 view.leader_epoch = Some(view.leader_epoch.unwrap_or(1) + 1);
             }
         }
+        // The metadata names the new leader too.
+        for roles in self.roles.iter_mut() {
+            for p in roles.partitions.iter_mut().filter(|p| p.partition == number) {
+                p.leader = Some(to.to_string());
+                p.leader_epoch = Some(p.leader_epoch.unwrap_or(1) + 1);
+            }
+        }
         for node in asked {
             let key = (node, HELD_QUESTION.to_string());
             if self
@@ -973,6 +980,8 @@ fn one_partition_with_a_third_replica(control: &Scripted) {
 async fn a_lag_move_with_a_third_replica_behind_heals_its_cut_right_after_the_move() {
     let control = Scripted::new();
     one_partition_with_a_third_replica(&control);
+    // Transfers take effect in the roles (the metadata names the new leader).
+    control.cluster().moving = true;
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let aim = Aim::LagMove {
@@ -988,6 +997,11 @@ async fn a_lag_move_with_a_third_replica_behind_heals_its_cut_right_after_the_mo
     assert_eq!(value["behind"]["left_isr"], json!(true), "{value}");
     assert_eq!(value["node"], json!("n2"), "the lagging follower leads");
     assert_eq!(value["lag"]["leader"], json!("n1"));
+    assert_eq!(
+        value["behind_healed_at_move"],
+        json!(true),
+        "healed once the roles named n2: {value}"
+    );
     {
         let cluster = control.cluster();
         assert!(
