@@ -352,7 +352,11 @@ impl Cluster {
         }
         // The metadata names the new leader too.
         for roles in self.roles.iter_mut() {
-            for p in roles.partitions.iter_mut().filter(|p| p.partition == number) {
+            for p in roles
+                .partitions
+                .iter_mut()
+                .filter(|p| p.partition == number)
+            {
                 p.leader = Some(to.to_string());
                 p.leader_epoch = Some(p.leader_epoch.unwrap_or(1) + 1);
             }

@@ -35,7 +35,7 @@ use super::admin::{
 use super::decisions::{self, Refusal};
 use super::events::{AdminResponder, Event};
 use super::registration::ensure_base_paths;
-use super::sender::{await_deliveries, Delivery, Senders, REQUEST_TIMEOUT};
+use super::sender::{await_deliveries, Delivery, Senders, FLUSH_WAIT};
 use super::write::{Fencing, WriteError, Writer, QUORUM_RETRY_BACKOFF};
 use super::Shared;
 use crate::config::NodeConfig;
@@ -866,7 +866,7 @@ impl Controller {
         if outbox.is_empty() {
             return;
         }
-        for ((broker, tp), outcome) in await_deliveries(outbox, REQUEST_TIMEOUT).await {
+        for ((broker, tp), outcome) in await_deliveries(outbox, FLUSH_WAIT).await {
             match outcome {
                 Some(Delivery::Accepted) => {}
                 // Expected at failover, which re-announces unchanged leader epochs (the

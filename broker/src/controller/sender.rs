@@ -26,6 +26,14 @@ use crate::server::wire::LeaderAndIsrBody;
 
 /// Bounds one HTTP exchange with a broker.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the controller's event loop waits for a batch of LeaderAndIsr deliveries
+/// before it goes on (the senders keep trying): a healthy broker takes it in
+/// milliseconds, and a broker cut off would otherwise hold every decision that concerns
+/// it — and each admin request queued behind that decision — for a whole
+/// [`REQUEST_TIMEOUT`]. A leader transfer in a cluster with one replica cut off was
+/// answered only after 3 s, or after several times that when other decisions about that
+/// replica were queued (Kafka's controller does not wait for the answers at all).
+pub const FLUSH_WAIT: Duration = Duration::from_secs(1);
 /// Pause between attempts at an unresponsive broker.
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
