@@ -133,8 +133,9 @@ pub const LAG_BEHIND_CHANCE: f64 = 0.75;
 /// few seconds), and one fetch brings it at most `replica_fetch_max_records` records
 /// (one, in some cells); a record behind is enough.
 pub const LAG_BEHIND_MS: (u64, u64) = (200, 1_500);
-/// The chance that a move to a lagging follower delays the old leader's answer
-/// ([`Aim::LagMove`]'s `answer_delay_ms`), and how long: below the shortest
+/// The chance that a move to a lagging follower without a replica behind delays the old
+/// leader's answer ([`Aim::LagMove`]'s `answer_delay_ms`; one with a replica behind
+/// always does), and how long: below the shortest
 /// `replica_lag_time_max_ms` of the nightly matrix (2 s), mostly, so that the new leader
 /// does not simply drop the old one from its ISR.
 pub const LAG_ANSWER_CHANCE: f64 = 0.75;
@@ -473,7 +474,8 @@ impl Aim {
     /// Draws a strike: a controller cut with chance 3/16 (it holds the package for 10 to
     /// 30 s, the others for a few seconds; two in three gated, [`CUT_GATED_CHANCE`]), a
     /// strike after a change with 1/16, on a lag with 1/16, a move to a lagging follower
-    /// with 5/16 (its old leader's answer delayed with chance [`LAG_ANSWER_CHANCE`] for
+    /// with 5/16 (its old leader's answer delayed — always with a replica behind, else with
+    /// chance [`LAG_ANSWER_CHANCE`] — for
     /// [`LAG_ANSWER_MS`], a third replica put behind first with chance
     /// [`LAG_BEHIND_CHANCE`] for [`LAG_BEHIND_MS`], its followers' lag widened with chance
     /// [`LAG_WIDEN_CHANCE`] by [`LAG_WIDEN_MS`]), a flap with ⅜ (a flap's moves, gaps and
@@ -569,10 +571,15 @@ impl Aim {
                 let answer = rng.between(LAG_ANSWER_MS.0, LAG_ANSWER_MS.1);
                 let behind = rng.between(LAG_BEHIND_MS.0, LAG_BEHIND_MS.1);
                 let widen = crate::slow::log_uniform(LAG_WIDEN_MS.0, LAG_WIDEN_MS.1, rng.unit());
+                let answered = rng.chance(LAG_ANSWER_CHANCE);
+                let behind_ms = rng.chance(LAG_BEHIND_CHANCE).then_some(behind);
                 Aim::LagMove {
                     watch_ms,
-                    answer_delay_ms: rng.chance(LAG_ANSWER_CHANCE).then_some(answer),
-                    behind_ms: rng.chance(LAG_BEHIND_CHANCE).then_some(behind),
+                    // With a replica behind, always: once the old leader fetches, the new
+                    // leader's high watermark jumps to its log end, and the replica
+                    // catching up is let in only past everything committed.
+                    answer_delay_ms: (answered || behind_ms.is_some()).then_some(answer),
+                    behind_ms,
                     widen_ms: rng.chance(LAG_WIDEN_CHANCE).then_some(widen),
                 }
             }
@@ -953,6 +960,10 @@ mod tests {
                         moves_held += 1;
                         assert!((LAG_ANSWER_MS.0..=LAG_ANSWER_MS.1).contains(ms));
                     }
+                    assert!(
+                        behind_ms.is_none() || answer_delay_ms.is_some(),
+                        "a replica behind needs the old leader held: {aim:?}"
+                    );
                 }
                 Aim::Flap {
                     moves,
@@ -1039,12 +1050,13 @@ mod tests {
         // Three in sixteen are controller cuts (562), two thirds of them gated.
         assert!((480..650).contains(&cuts), "{cuts}");
         // One in sixteen strikes on a lag (187), five move to the lagging follower (937),
-        // three in four of those with a replica behind (703), three in four delaying the
-        // old leader's answer (703), three in four widening the lag (703).
+        // three in four of those with a replica behind (703), delaying the old leader's
+        // answer all of those and three in four of the others (879), three in four
+        // widening the lag (703).
         assert!((140..240).contains(&lag_strikes), "{lag_strikes}");
         assert!((840..1040).contains(&lag_moves), "{lag_moves}");
         assert!((620..790).contains(&moves_behind), "{moves_behind}");
-        assert!((620..790).contains(&moves_held), "{moves_held}");
+        assert!((790..970).contains(&moves_held), "{moves_held}");
         assert!((620..790).contains(&moves_widened), "{moves_widened}");
         assert!(
             (cuts * 3 / 5..cuts * 3 / 4).contains(&gated_cuts),

@@ -20,7 +20,7 @@
 //! period (a strike can outlast several periods): each kind is on with chance
 //! [`AIM_KIND_CHANCE`], at least one, drawn from `Rng::derive(seed, "swarm-aims", 0)`.
 //! Some strikes take the cluster to themselves for half a minute (a gated controller
-//! cut, a held flap); a run without them is a run of many quick strikes, and a run with
+//! cut, a held flap, a lag move with a replica behind); a run without them is a run of many quick strikes, and a run with
 //! only them gives them the room they need.
 //!
 //! The runner ([`crate::runner`]) records each draw as a `swarm` operation of the
