@@ -134,12 +134,21 @@ pub const LAG_BEHIND_CHANCE: f64 = 0.75;
 /// (one, in some cells); a record behind is enough.
 pub const LAG_BEHIND_MS: (u64, u64) = (200, 1_500);
 /// The chance that a move to a lagging follower without a replica behind delays the old
-/// leader's answer ([`Aim::LagMove`]'s `answer_delay_ms`; one with a replica behind
-/// always does), and how long: below the shortest
+/// leader's answer ([`Aim::LagMove`]'s `answer_delay_ms`; one that drew a replica behind
+/// always draws one, used when no partition has a third replica, and otherwise holds the
+/// answer until that replica rejoined the ISR, [`LAG_REJOIN_WAIT`]), and how long: below the shortest
 /// `replica_lag_time_max_ms` of the nightly matrix (2 s), mostly, so that the new leader
 /// does not simply drop the old one from its ISR.
 pub const LAG_ANSWER_CHANCE: f64 = 0.75;
 pub const LAG_ANSWER_MS: (u64, u64) = (500, 2_500);
+/// How long a lag move with a replica behind holds its old leader's answer at most,
+/// waiting for that replica to be back in the ISR: it catches up from the new leader
+/// (one fetch brings at most `replica_fetch_max_records` records, one in some cells)
+/// from as far behind as the writes of the lag time it was cut off, which a fixed
+/// delay of a second or two often did not cover; the new leader drops the held old
+/// leader from its ISR after `replica_lag_time_max_ms` (2 to 10 s in the nightly
+/// matrix), and its high watermark moves on then anyway.
+pub const LAG_REJOIN_WAIT: Duration = Duration::from_secs(8);
 /// The chance that a lag move widens its lag first ([`Aim::LagMove`]'s `widen_ms`), and
 /// how long each of the partition's followers' fetch responses is then held (drawn
 /// log-uniform): a round of the follower's fetching takes at least that long, and the
@@ -310,8 +319,10 @@ pub enum Aim {
     /// port cut from every other node until the ISR no longer names it (at most
     /// [`LEAVE_ISR_WAIT`]) and `behind_ms` more; the lag is then watched for on that
     /// partition among the other followers, and the cut healed right after the move (or
-    /// at the end of the watch); where no partition has a third live replica, the move
-    /// goes on without one. With `widen_ms`, a partition is chosen first (the one
+    /// at the end of the watch), the leader's [`STALE_ANSWER_POINT`] held instead of
+    /// delayed until the replica behind is back in the ISR (at most
+    /// [`LAG_REJOIN_WAIT`]); where no partition has a third live replica, the move
+    /// goes on without one (and `answer_delay_ms` applies). With `widen_ms`, a partition is chosen first (the one
     /// put behind, or a random partition with a live leader and a live in-sync follower)
     /// and its live in-sync followers (not the one put behind) have their
     /// [`LAG_WIDEN_POINT`] delayed that long (released at the undo) before the watch,

@@ -507,6 +507,19 @@ struct LagFocus {
     except: Option<String>,
 }
 
+/// What a lag move does to its old leader's answer as a follower
+/// ([`aimed::STALE_ANSWER_POINT`]).
+#[derive(Debug, Clone, Copy)]
+enum OldAnswer {
+    /// Left alone.
+    Prompt,
+    /// Delayed this many ms (released by the undo).
+    Delayed(u64),
+    /// Held (`pause`) until the replica put behind rejoined the ISR
+    /// ([`Worker::release_once_rejoined`]).
+    Held,
+}
+
 /// A lag move's delays ([`Aim::LagMove`]): the old leader's stale answer and the
 /// followers' widened lag.
 #[derive(Debug, Clone, Copy)]
@@ -2789,10 +2802,14 @@ impl Worker {
     /// behind, a random led one) has its in-sync followers' [`aimed::LAG_WIDEN_POINT`]
     /// delayed (released by the undo); either way only that partition's other followers
     /// are then watched. At the first lag within `watch_ms` ([`Worker::wait_for_lag`]),
-    /// with `delays.answer_ms` the leader's [`aimed::STALE_ANSWER_POINT`] is delayed
-    /// that long (released by the undo), and the leadership is transferred to the
-    /// lagging follower; the third replica's cut is healed as soon as the roles name the
-    /// new leader ([`Worker::heal_behind_once_moved`]; or at the watch's end).
+    /// the leadership is transferred to the lagging follower. With a replica behind, the
+    /// leader's [`aimed::STALE_ANSWER_POINT`] is held first, the third replica's cut
+    /// healed as soon as the roles name the new leader
+    /// ([`Worker::heal_behind_once_moved`]; or at the watch's end), and the hold released
+    /// once that replica is back in the ISR ([`Worker::release_once_rejoined`]): the new
+    /// leader's high watermark is the stale one it had as a follower for as long as the
+    /// replica catching up needs, however far behind it was. Without one, with
+    /// `delays.answer_ms` that point is delayed that long (released by the undo).
     async fn lag_move(
         &self,
         watch_ms: u64,
@@ -2840,15 +2857,22 @@ impl Worker {
                     // cut off cannot take it.
                     let mut healed = Map::new();
                     let (error, ()) = tokio::join!(
-                        self.move_to_lagging(&lag, delays.answer_ms, rng, value),
+                        self.move_to_lagging(&lag, OldAnswer::Held, rng, value),
                         self.heal_behind_once_moved(&lag, &mut healed),
                     );
                     value.extend(healed);
-                    return error;
+                    let third = focus.as_ref().and_then(|f| f.except.as_deref());
+                    let release = self
+                        .release_once_rejoined(&lag, third, error.is_none(), value)
+                        .await;
+                    return error.or(release);
                 }
                 Ok(lag) => {
-                    self.move_to_lagging(&lag, delays.answer_ms, rng, value)
-                        .await
+                    let answer = match delays.answer_ms {
+                        Some(ms) => OldAnswer::Delayed(ms),
+                        None => OldAnswer::Prompt,
+                    };
+                    self.move_to_lagging(&lag, answer, rng, value).await
                 }
                 Err(error) => Some(error),
             },
@@ -2938,12 +2962,45 @@ impl Worker {
         None
     }
 
-    /// `lag`'s follower made its partition's leader; with `answer_delay_ms`, the leader's
-    /// stale-answer point delayed first (an `aimed` delay).
+    /// A lag move's held answer released ([`Worker::release_point`]) once the roles name
+    /// `third` (the replica behind) in the ISR of `lag`'s partition again, at most
+    /// [`aimed::LAG_REJOIN_WAIT`] (at once when the move failed, `moved` false, or
+    /// there is no replica behind): `rejoined` and `held_ms` in `value`; the release's
+    /// error.
+    async fn release_once_rejoined(
+        &self,
+        lag: &aimed::Lag,
+        third: Option<&str>,
+        moved: bool,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let began = Instant::now();
+        let rejoined = match (moved, third, parse_key(&lag.key)) {
+            (true, Some(third), Some((topic, number))) => self
+                .poll_roles(aimed::LAG_REJOIN_WAIT, |roles| {
+                    roles
+                        .partition(&topic, number)
+                        .filter(|p| p.isr.iter().any(|n| n == third))
+                        .map(|_| ())
+                })
+                .await
+                .is_some(),
+            _ => false,
+        };
+        value.insert("rejoined".into(), json!(rejoined));
+        value.insert("held_ms".into(), json!(began.elapsed().as_millis() as u64));
+        self.release_point(&lag.leader, aimed::STALE_ANSWER_POINT)
+            .await
+            .err()
+    }
+
+    /// `lag`'s follower made its partition's leader; the old leader's stale-answer
+    /// point first delayed or held as `answer` says (an `aimed` delay or hold, `slow` or
+    /// `held` in `value`).
     async fn move_to_lagging(
         &self,
         lag: &aimed::Lag,
-        answer_delay_ms: Option<u64>,
+        answer: OldAnswer,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
@@ -2962,14 +3019,23 @@ impl Worker {
                 lag.leader
             )),
         );
-        if let Some(delay_ms) = answer_delay_ms {
-            let delay = crate::slow::Delay {
-                point: aimed::STALE_ANSWER_POINT.to_string(),
-                delay_ms,
-                percent: 100,
-            };
-            let slowed = self.slow_aimed(vec![lag.leader.clone()], &delay, rng).await;
-            value.insert("slow".into(), Value::Object(slowed));
+        match answer {
+            OldAnswer::Prompt => {}
+            OldAnswer::Delayed(delay_ms) => {
+                let delay = crate::slow::Delay {
+                    point: aimed::STALE_ANSWER_POINT.to_string(),
+                    delay_ms,
+                    percent: 100,
+                };
+                let slowed = self.slow_aimed(vec![lag.leader.clone()], &delay, rng).await;
+                value.insert("slow".into(), Value::Object(slowed));
+            }
+            OldAnswer::Held => {
+                let held = self
+                    .hold_point(&lag.leader, aimed::STALE_ANSWER_POINT)
+                    .await;
+                value.insert("held".into(), held);
+            }
         }
         let moved = self.transfer(&topic, number, &lag.follower).await;
         let error = moved
@@ -2981,10 +3047,10 @@ impl Worker {
     }
 
     /// A lag move's setup: a partition with a live leader, a live in-sync follower and a
-    /// third live replica that is not the controller (picked with `rng`), whose third
-    /// replica is cut off until it
-    /// left the ISR ([`Worker::cut_behind`]): its key and that replica; `None` (nothing
-    /// done) when no partition has such a third replica.
+    /// third live replica that is not the controller (picked with `rng`, among the
+    /// third replicas out of the ISR already when there are any), whose third replica
+    /// is cut off until it left the ISR ([`Worker::cut_behind`]): its key and that
+    /// replica; `None` (nothing done) when no partition has such a third replica.
     async fn lag_behind(
         &self,
         rng: &mut Rng,
@@ -3006,7 +3072,19 @@ impl Worker {
                     .collect::<Vec<_>>()
             })
             .collect();
-        let Some((partition, third)) = rng.pick(&candidates).cloned() else {
+        // A third replica out of the ISR already (restarted, or cut off by another fault)
+        // is behind at once: its cut has no lag time to wait out.
+        let out_of_isr: Vec<(&crate::roles::PartitionRoles, String)> = candidates
+            .iter()
+            .filter(|(p, third)| !p.isr.contains(third))
+            .cloned()
+            .collect();
+        let pool = if out_of_isr.is_empty() {
+            &candidates
+        } else {
+            &out_of_isr
+        };
+        let Some((partition, third)) = rng.pick(pool).cloned() else {
             return Ok(None);
         };
         if let Some(error) = self.cut_behind(partition, &third, rng, value).await {
