@@ -11,14 +11,15 @@
 //!   is one one-way backend [`Cut`], restricted to the listener's port for port cuts;
 //!   `uncut` removes exactly those rules, `heal` every rule.
 //! - Admin and failpoints: through the system's [`sut::Api`], asking first the nodes
-//!   this control has neither killed nor paused.
+//!   this control has neither killed nor paused, and of those the ones cut off from the
+//!   fewest other nodes ([`CutLinks`]).
 //! - Roles: [`sut::Api::roles`], every node asked at once; each node's replica views
 //!   (for the `aimed` package's high-watermark lags): [`sut::Api::replicas`].
 //!
 //! Architecture invariant: no shell. Commands on the nodes are argv lists; values never
 //! become part of a command string.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -47,6 +48,72 @@ pub struct ClusterFaults {
     lifecycle: tokio::sync::Mutex<()>,
     /// Nodes this control paused and has not resumed (or killed) since.
     paused: Mutex<BTreeSet<String>>,
+    /// The links this control's cuts hold down.
+    links: Mutex<CutLinks>,
+}
+
+/// The links between nodes that cuts in place hold down, on any port: a grudge's
+/// edges counted once per cut (two cuts of the same edge on different ports need two
+/// uncuts), all forgotten by a heal. A node cut off from others is a poor node to send
+/// an admin request to: a broker that is not the controller forwards it to the
+/// controller, and a cut between them holds the request for a whole timeout.
+#[derive(Debug, Default)]
+pub struct CutLinks {
+    /// `(from, to)` → how many cuts in place drop `from`'s packets at `to`.
+    edges: BTreeMap<(String, String), usize>,
+}
+
+impl CutLinks {
+    /// Counts `grudge`'s edges as cut.
+    pub fn cut(&mut self, grudge: &Grudge) {
+        for edge in grudge.edges() {
+            *self.edges.entry(edge).or_default() += 1;
+        }
+    }
+
+    /// Counts `grudge`'s edges as healed once.
+    pub fn uncut(&mut self, grudge: &Grudge) {
+        for edge in grudge.edges() {
+            if let Some(count) = self.edges.get_mut(&edge) {
+                *count -= 1;
+                if *count == 0 {
+                    self.edges.remove(&edge);
+                }
+            }
+        }
+    }
+
+    /// Every link healed.
+    pub fn heal(&mut self) {
+        self.edges.clear();
+    }
+
+    /// How many other nodes `node` has a link cut with, either way.
+    pub fn cut_peers(&self, node: &str) -> usize {
+        let peers: BTreeSet<&str> = self
+            .edges
+            .keys()
+            .filter_map(|(from, to)| {
+                if from == node {
+                    Some(to.as_str())
+                } else if to == node {
+                    Some(from.as_str())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        peers.len()
+    }
+}
+
+/// `nodes` in the order to ask them: those `up` says are neither paused nor down
+/// first, and within each group the ones cut off from the fewest other nodes first
+/// (otherwise in the given order).
+pub fn ask_order(nodes: Vec<String>, up: impl Fn(&str) -> bool, links: &CutLinks) -> Vec<String> {
+    let mut nodes = nodes;
+    nodes.sort_by_key(|name| (!up(name), links.cut_peers(name)));
+    nodes
 }
 
 impl ClusterFaults {
@@ -55,6 +122,7 @@ impl ClusterFaults {
             cluster,
             lifecycle: tokio::sync::Mutex::new(()),
             paused: Mutex::new(BTreeSet::new()),
+            links: Mutex::new(CutLinks::default()),
         }
     }
 
@@ -68,6 +136,12 @@ impl ClusterFaults {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn links(&self) -> MutexGuard<'_, CutLinks> {
+        self.links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn known(&self, node: &str) -> Result<(), ControlError> {
         match self.cluster.node(node) {
             Some(_) => Ok(()),
@@ -75,17 +149,12 @@ impl ClusterFaults {
         }
     }
 
-    /// The nodes to ask, those likely to answer first: neither paused nor known to be
-    /// down, in node order, then the others.
+    /// The nodes to ask, those likely to answer first ([`ask_order`]): neither paused
+    /// nor known to be down, the least cut off first, then the others.
     fn ask_order(&self) -> Vec<String> {
         let paused = self.paused().clone();
-        let (mut first, later): (Vec<_>, Vec<_>) = self
-            .cluster
-            .node_names()
-            .into_iter()
-            .partition(|name| !paused.contains(name) && self.cluster.pid(name).is_some());
-        first.extend(later);
-        first
+        let up = |name: &str| !paused.contains(name) && self.cluster.pid(name).is_some();
+        ask_order(self.cluster.node_names(), up, &self.links())
     }
 
     /// Removes the data of `node`'s process (which must not run), keeping what its
@@ -264,7 +333,9 @@ impl ClusterControl for ClusterFaults {
                 .backend
                 .cut(&cuts)
                 .await
-                .map_err(|e| ControlError(e.to_string()))
+                .map_err(|e| ControlError(e.to_string()))?;
+            self.links().cut(grudge);
+            Ok(())
         })
     }
 
@@ -279,7 +350,9 @@ impl ClusterControl for ClusterFaults {
                 .backend
                 .uncut(&cuts)
                 .await
-                .map_err(|e| ControlError(e.to_string()))
+                .map_err(|e| ControlError(e.to_string()))?;
+            self.links().uncut(grudge);
+            Ok(())
         })
     }
 
@@ -289,7 +362,9 @@ impl ClusterControl for ClusterFaults {
                 .backend
                 .heal()
                 .await
-                .map_err(|e| ControlError(e.to_string()))
+                .map_err(|e| ControlError(e.to_string()))?;
+            self.links().heal();
+            Ok(())
         })
     }
 
@@ -480,6 +555,49 @@ mod tests {
         assert!(ClusterFaults::cuts(&g, None)
             .iter()
             .all(|c| c.ports.is_none()));
+    }
+
+    #[test]
+    fn admin_requests_go_first_to_live_nodes_cut_off_from_the_fewest_others() {
+        let names = |v: &[&str]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let nodes = names(&["n1", "n2", "n3"]);
+        let mut links = CutLinks::default();
+        let all_up = |_: &str| true;
+        assert_eq!(
+            ask_order(nodes.clone(), all_up, &links),
+            nodes,
+            "nothing cut"
+        );
+        // n1 isolated (KAFKA-7128's replica put behind): asked last.
+        let isolate_n1 = grudge(&[("n1", &["n2", "n3"]), ("n2", &["n1"]), ("n3", &["n1"])]);
+        links.cut(&isolate_n1);
+        assert_eq!(links.cut_peers("n1"), 2);
+        assert_eq!(links.cut_peers("n2"), 1);
+        assert_eq!(
+            ask_order(nodes.clone(), all_up, &links),
+            names(&["n2", "n3", "n1"])
+        );
+        // A node down goes after every live one, however cut off the others are.
+        let n2_down = |n: &str| n != "n2";
+        assert_eq!(
+            ask_order(nodes.clone(), n2_down, &links),
+            names(&["n3", "n1", "n2"])
+        );
+        // The same edge cut twice (two ports) needs two uncuts.
+        let one_way = grudge(&[("n3", &["n1"])]);
+        links.cut(&one_way);
+        links.uncut(&isolate_n1);
+        assert_eq!(links.cut_peers("n1"), 1, "n3 -> n1 still cut once");
+        assert_eq!(links.cut_peers("n2"), 0);
+        assert_eq!(
+            ask_order(nodes.clone(), all_up, &links),
+            names(&["n2", "n1", "n3"])
+        );
+        links.heal();
+        assert_eq!(ask_order(nodes.clone(), all_up, &links), nodes);
+        // An uncut of what was never cut changes nothing.
+        links.uncut(&one_way);
+        assert_eq!(links.cut_peers("n3"), 0);
     }
 
     #[test]

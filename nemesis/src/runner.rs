@@ -720,6 +720,28 @@ fn failures(what: &str, errors: &Map<String, Value>) -> Option<String> {
 }
 
 /// `topic/partition` split back (topics may hold `/`: the partition is after the last).
+/// Whether a strike may put `node` behind (its replication port cut): never the
+/// controller, whose LeaderAndIsr requests (the moves that follow) travel on that port.
+fn may_put_behind(roles: &Roles, node: &str) -> bool {
+    roles.controller.as_deref() != Some(node)
+}
+
+/// `candidates` narrowed to those `out_of_isr` says are out of their ISR already, when
+/// there are any: such a replica (restarted, or cut off by another fault) is behind at
+/// once, with no lag time to wait out before the strike goes on.
+fn out_of_isr_first<T: Clone>(candidates: &[T], out_of_isr: impl Fn(&T) -> bool) -> Vec<T> {
+    let out: Vec<T> = candidates
+        .iter()
+        .filter(|c| out_of_isr(c))
+        .cloned()
+        .collect();
+    if out.is_empty() {
+        candidates.to_vec()
+    } else {
+        out
+    }
+}
+
 fn parse_key(key: &str) -> Option<(String, u32)> {
     let (topic, partition) = key.rsplit_once('/')?;
     Some((topic.to_string(), partition.parse().ok()?))
@@ -1772,7 +1794,10 @@ impl Worker {
     /// `slow`, that delay is first armed on one live replica of the partition (entered
     /// in [`FaultState::aimed_slowed`], released by the undo). Each move's answer or
     /// error is in `moves`; a move that fails does not end the flap. With `held`, the
-    /// first three moves are [`Worker::held_moves`] and the rest `gap_ms` apart.
+    /// first three moves are [`Worker::held_moves`] and the rest `gap_ms` apart. With
+    /// `behind_ms`, a third live replica of the partition (never the controller; one
+    /// out of the ISR already when there is one) is first put behind
+    /// ([`Worker::cut_behind`]), `behind_ms` more, and healed as the moves begin.
     #[allow(clippy::too_many_arguments)]
     async fn flap(
         &self,
@@ -1805,13 +1830,12 @@ impl Worker {
         };
         let leader = partition.leader.clone().unwrap_or_default();
         let key = partition.key();
-        // Never the controller: its LeaderAndIsr requests (the moves) travel on the
-        // replication port the cut closes.
         let third: Vec<String> = others
             .iter()
-            .filter(|n| **n != follower && roles.controller.as_ref() != Some(*n))
+            .filter(|n| **n != follower && may_put_behind(&roles, n))
             .cloned()
             .collect();
+        let third = out_of_isr_first(&third, |n| !partition.isr.contains(n));
         let behind = match (behind_ms, rng.pick(&third)) {
             (Some(ms), Some(replica)) => Some((replica.clone(), ms)),
             _ => None,
@@ -3061,30 +3085,17 @@ impl Worker {
             .led_partitions(&roles)
             .into_iter()
             .flat_map(|(partition, followers, others)| {
-                // The third replica must leave an in-sync follower behind it, and not be
-                // the controller, whose LeaderAndIsr requests (the move) travel on the
-                // replication port the cut closes.
+                // The third replica must leave an in-sync follower behind it.
                 others
                     .into_iter()
                     .filter(|third| followers.iter().any(|f| f != third))
-                    .filter(|third| roles.controller.as_ref() != Some(third))
+                    .filter(|third| may_put_behind(&roles, third))
                     .map(move |third| (partition, third))
                     .collect::<Vec<_>>()
             })
             .collect();
-        // A third replica out of the ISR already (restarted, or cut off by another fault)
-        // is behind at once: its cut has no lag time to wait out.
-        let out_of_isr: Vec<(&crate::roles::PartitionRoles, String)> = candidates
-            .iter()
-            .filter(|(p, third)| !p.isr.contains(third))
-            .cloned()
-            .collect();
-        let pool = if out_of_isr.is_empty() {
-            &candidates
-        } else {
-            &out_of_isr
-        };
-        let Some((partition, third)) = rng.pick(pool).cloned() else {
+        let candidates = out_of_isr_first(&candidates, |(p, third)| !p.isr.contains(third));
+        let Some((partition, third)) = rng.pick(&candidates).cloned() else {
             return Ok(None);
         };
         if let Some(error) = self.cut_behind(partition, &third, rng, value).await {
@@ -3479,6 +3490,27 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replica_out_of_the_isr_is_put_behind_first_and_never_the_controller() {
+        let candidates = vec![("n2", true), ("n3", false), ("n4", true)];
+        let out = |c: &(&str, bool)| !c.1;
+        assert_eq!(out_of_isr_first(&candidates, out), vec![("n3", false)]);
+        // None out of the ISR: every candidate stays.
+        let all_in = vec![("n2", true), ("n4", true)];
+        assert_eq!(out_of_isr_first(&all_in, out), all_in);
+        assert!(out_of_isr_first(&[] as &[(&str, bool)], out).is_empty());
+        let roles = Roles {
+            controller: Some("n3".into()),
+            ..Roles::default()
+        };
+        assert!(!may_put_behind(&roles, "n3"));
+        assert!(may_put_behind(&roles, "n2"));
+        assert!(
+            may_put_behind(&Roles::default(), "n3"),
+            "no controller named"
+        );
+    }
 
     fn nodes(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| n.to_string()).collect()
