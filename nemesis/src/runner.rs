@@ -2863,48 +2863,70 @@ impl Worker {
             },
             None => None,
         };
-        let behind = focus.is_some();
-        let error = match delays.widen_ms {
-            Some(widen_ms) => self.widen_lag(widen_ms, &mut focus, rng, value).await,
-            None => None,
-        };
-        let error = match error {
-            Some(error) => Some(error),
-            None => match self
-                .wait_for_lag(watch_ms, focus.as_ref(), rng, value)
-                .await
-            {
-                Ok(lag) if behind => {
-                    // The replica behind is healed as soon as the metadata names the new
-                    // leader, not when the controller answers: it answers once every
-                    // replica took the move or its delivery timed out (3 s), and the one
-                    // cut off cannot take it.
-                    let mut healed = Map::new();
-                    let (error, ()) = tokio::join!(
-                        self.move_to_lagging(&lag, OldAnswer::Held, rng, value),
-                        self.heal_behind_once_moved(&lag, &mut healed),
-                    );
-                    value.extend(healed);
-                    let third = focus.as_ref().and_then(|f| f.except.as_deref());
-                    let release = self
-                        .release_once_rejoined(&lag, third, error.is_none(), value)
-                        .await;
-                    return error.or(release);
+        let behind = focus.as_ref().and_then(|f| f.except.clone());
+        let lag = self
+            .widened_lag(watch_ms, delays.widen_ms, &mut focus, rng, value)
+            .await;
+        match (lag, behind) {
+            (Ok(lag), Some(third)) => self.move_with_one_behind(&lag, &third, rng, value).await,
+            (Ok(lag), None) => {
+                let answer = match delays.answer_ms {
+                    Some(ms) => OldAnswer::Delayed(ms),
+                    None => OldAnswer::Prompt,
+                };
+                self.move_to_lagging(&lag, answer, rng, value).await
+            }
+            (Err(error), behind) => {
+                if behind.is_some() {
+                    self.heal_behind(value).await;
                 }
-                Ok(lag) => {
-                    let answer = match delays.answer_ms {
-                        Some(ms) => OldAnswer::Delayed(ms),
-                        None => OldAnswer::Prompt,
-                    };
-                    self.move_to_lagging(&lag, answer, rng, value).await
-                }
-                Err(error) => Some(error),
-            },
-        };
-        if behind {
-            self.heal_behind(value).await;
+                Some(error)
+            }
         }
-        error
+    }
+
+    /// A lag move's lag: with `widen_ms`, its followers' lag widened first
+    /// ([`Worker::widen_lag`], which may set `focus`), then the first lag of `focus`
+    /// within `watch_ms` ([`Worker::wait_for_lag`]); `Err` says why there is none.
+    async fn widened_lag(
+        &self,
+        watch_ms: u64,
+        widen_ms: Option<u64>,
+        focus: &mut Option<LagFocus>,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Result<aimed::Lag, String> {
+        if let Some(widen_ms) = widen_ms {
+            if let Some(error) = self.widen_lag(widen_ms, focus, rng, value).await {
+                return Err(error);
+            }
+        }
+        self.wait_for_lag(watch_ms, focus.as_ref(), rng, value)
+            .await
+    }
+
+    /// A lag move with `third` put behind: the old leader's answer held, the leadership
+    /// moved to `lag`'s follower while `third` is healed as soon as the metadata names
+    /// that follower leader (not when the controller answers: it answers once every
+    /// replica took the move or its delivery timed out, and the one cut off cannot take
+    /// it), and the answer released once `third` is back in the ISR.
+    async fn move_with_one_behind(
+        &self,
+        lag: &aimed::Lag,
+        third: &str,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let mut healed = Map::new();
+        let (error, ()) = tokio::join!(
+            self.move_to_lagging(lag, OldAnswer::Held, rng, value),
+            self.heal_behind_once_moved(lag, &mut healed),
+        );
+        value.extend(healed);
+        let release = self
+            .release_once_rejoined(lag, third, error.is_none(), value)
+            .await;
+        error.or(release)
     }
 
     /// A lag move's replica behind healed ([`Worker::heal_behind`]) once the roles name
@@ -2988,19 +3010,18 @@ impl Worker {
 
     /// A lag move's held answer released ([`Worker::release_point`]) once the roles name
     /// `third` (the replica behind) in the ISR of `lag`'s partition again, at most
-    /// [`aimed::LAG_REJOIN_WAIT`] (at once when the move failed, `moved` false, or
-    /// there is no replica behind): `rejoined` and `held_ms` in `value`; the release's
-    /// error.
+    /// [`aimed::LAG_REJOIN_WAIT`] (at once when the move failed, `moved` false):
+    /// `rejoined` and `held_ms` in `value`; the release's error.
     async fn release_once_rejoined(
         &self,
         lag: &aimed::Lag,
-        third: Option<&str>,
+        third: &str,
         moved: bool,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
         let began = Instant::now();
-        let rejoined = match (moved, third, parse_key(&lag.key)) {
-            (true, Some(third), Some((topic, number))) => self
+        let rejoined = match (moved, parse_key(&lag.key)) {
+            (true, Some((topic, number))) => self
                 .poll_roles(aimed::LAG_REJOIN_WAIT, |roles| {
                     roles
                         .partition(&topic, number)

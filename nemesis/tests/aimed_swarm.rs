@@ -528,6 +528,19 @@ fn stop_step() -> Step {
     }
 }
 
+/// The strike's undo run: every node running, nothing paused or cut, and every
+/// failpoint the strike armed released.
+async fn undo_and_assert_released(nemesis: &Nemesis, control: &Scripted) {
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+    let cluster = control.cluster();
+    assert!(
+        cluster.failpoints.as_ref().is_some_and(BTreeMap::is_empty),
+        "released at the undo: {:?}",
+        cluster.failpoints
+    );
+}
+
 fn isolation(node: &str) -> Grudge {
     let others: BTreeSet<String> = ["n1", "n2", "n3", "n4", "n5"]
         .into_iter()
@@ -982,16 +995,7 @@ async fn a_lag_move_makes_the_lagging_follower_leader_after_delaying_the_leaders
         let position = |call: &str| cluster.calls.iter().position(|c| c == call);
         assert!(position("arm n1 after_offsets_for_leader_epoch").is_some());
     }
-    nemesis.execute_checked(&stop_step()).await.unwrap();
-    control.assert_healed();
-    assert!(
-        control
-            .cluster()
-            .failpoints
-            .as_ref()
-            .is_some_and(BTreeMap::is_empty),
-        "released at the undo"
-    );
+    undo_and_assert_released(&nemesis, &control).await;
 }
 
 /// One partition, t/0: n1 leads (HW 10), n2 in its ISR (HW 8: lags by 2), n3 a live
@@ -1276,16 +1280,7 @@ async fn a_widened_lag_move_slows_the_in_sync_follower_of_the_partition_put_behi
         );
         assert_eq!(cluster.admin.len(), 1, "{:?}", cluster.admin);
     }
-    nemesis.execute_checked(&stop_step()).await.unwrap();
-    control.assert_healed();
-    assert!(
-        control
-            .cluster()
-            .failpoints
-            .as_ref()
-            .is_some_and(BTreeMap::is_empty),
-        "released at the undo"
-    );
+    undo_and_assert_released(&nemesis, &control).await;
 }
 
 #[tokio::test]
@@ -1329,16 +1324,7 @@ async fn a_widened_lag_move_without_a_replica_behind_watches_only_the_partition_
             "{armed:?}"
         );
     }
-    nemesis.execute_checked(&stop_step()).await.unwrap();
-    control.assert_healed();
-    assert!(
-        control
-            .cluster()
-            .failpoints
-            .as_ref()
-            .is_some_and(BTreeMap::is_empty),
-        "released at the undo"
-    );
+    undo_and_assert_released(&nemesis, &control).await;
 }
 
 #[tokio::test]
