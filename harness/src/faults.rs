@@ -110,8 +110,11 @@ impl CutLinks {
 /// `nodes` in the order to ask them: those `up` says are neither paused nor down
 /// first, and within each group the ones cut off from the fewest other nodes first
 /// (otherwise in the given order).
-pub fn ask_order(nodes: Vec<String>, up: impl Fn(&str) -> bool, links: &CutLinks) -> Vec<String> {
-    let mut nodes = nodes;
+pub fn ask_order(
+    mut nodes: Vec<String>,
+    up: impl Fn(&str) -> bool,
+    links: &CutLinks,
+) -> Vec<String> {
     nodes.sort_by_key(|name| (!up(name), links.cut_peers(name)));
     nodes
 }

@@ -998,6 +998,15 @@ async fn a_lag_move_makes_the_lagging_follower_leader_after_delaying_the_leaders
     undo_and_assert_released(&nemesis, &control).await;
 }
 
+/// Transfers take effect in the roles (the metadata names the new leader), a healed
+/// replica behind is back in the ISR, and failpoints can be armed.
+fn moving_and_rejoining(control: &Scripted) {
+    let mut cluster = control.cluster();
+    cluster.moving = true;
+    cluster.rejoining = true;
+    cluster.failpoints = Some(BTreeMap::new());
+}
+
 /// One partition, t/0: n1 leads (HW 10), n2 in its ISR (HW 8: lags by 2), n3 a live
 /// replica out of the ISR.
 fn one_partition_with_a_third_replica(control: &Scripted) {
@@ -1014,14 +1023,7 @@ fn one_partition_with_a_third_replica(control: &Scripted) {
 async fn a_lag_move_with_a_third_replica_behind_heals_its_cut_right_after_the_move() {
     let control = Scripted::new();
     one_partition_with_a_third_replica(&control);
-    {
-        // Transfers take effect in the roles (the metadata names the new leader), and
-        // the replica behind is back in the ISR once healed.
-        let mut cluster = control.cluster();
-        cluster.moving = true;
-        cluster.rejoining = true;
-        cluster.failpoints = Some(BTreeMap::new());
-    }
+    moving_and_rejoining(&control);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let aim = Aim::LagMove {
@@ -1105,10 +1107,8 @@ async fn out_of_isr_behind(seed: u64) {
         cluster.views.insert("n2".into(), vec![view(0, false, 8)]);
         cluster.views.insert("n4".into(), vec![view(0, false, 8)]);
         cluster.views.insert("n3".into(), vec![view(0, false, 3)]);
-        cluster.moving = true;
-        cluster.rejoining = true;
-        cluster.failpoints = Some(BTreeMap::new());
     }
+    moving_and_rejoining(&control);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let aim = Aim::LagMove {
