@@ -42,6 +42,6 @@ pub enum Command {
     /// `--detect`: how long random faults take to find each bug switch.
     Nightly(NightlyArgs),
     /// Remove what crashed runs left behind: namespaces, bridges, routes, rules, daemons
-    /// (needs root).
+    /// (needs root); and what ssh runs left on their hosts (folders, chains, daemons).
     Clean,
 }

@@ -1069,6 +1069,7 @@ fn needs_sshd__harness_test_over_ssh_ends_valid_and_leaves_nothing_behind() {
         Vec::<String>::new()
     );
     assert_eq!(control_dirs(), controls_before);
+    sigkilled_run_is_removed_by_clean(&hosts, &nodes_file, &broker, &controls_before);
     let namespaces: Vec<String> = hosts
         .netns()
         .nodes()
@@ -1089,4 +1090,127 @@ fn needs_sshd__harness_test_over_ssh_ends_valid_and_leaves_nothing_behind() {
     }
     let left = common::run_leftovers(&prefix, &[]);
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// A `harness test --backend ssh` SIGKILLed while its brokers run leaves them, its folder
+/// and chain on the hosts and its ssh masters and control folder here; `harness clean`
+/// removes all of it from the run's record.
+fn sigkilled_run_is_removed_by_clean(
+    hosts: &Hosts,
+    nodes_file: &Path,
+    broker: &Path,
+    controls_before: &BTreeSet<String>,
+) {
+    let remote = hosts.remote_dir();
+    let remote_text = remote.display().to_string();
+    let log = hosts.dir().join("killed-run.log");
+    let log_file = std::fs::File::create(&log).expect("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["test", "--backend", "ssh", "--nodes-file"])
+        .arg(nodes_file)
+        .arg("--ssh-key")
+        .arg(&hosts.key)
+        .arg("--ssh-config")
+        .arg(&hosts.config)
+        .arg("--remote-dir")
+        .arg(&remote)
+        .args([
+            "--nodes",
+            "3",
+            "--time-limit",
+            "120",
+            "--nemesis",
+            "none",
+            "--broker-bin",
+        ])
+        .arg(broker)
+        .arg("--store")
+        .arg(hosts.dir().join("killed-store"))
+        .stdout(std::process::Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .expect("run harness test");
+    // Until the run's record has its three brokers.
+    let started = || {
+        let left: Vec<String> = control_dirs()
+            .difference(controls_before)
+            .cloned()
+            .collect();
+        let [only] = left.as_slice() else {
+            return false;
+        };
+        ssh::SshRunRecord::read(&std::env::temp_dir().join(only))
+            .is_ok_and(|record| record.daemons.len() >= 3)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !started() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the brokers did not start over ssh\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().expect("SIGKILL the harness");
+    child.wait().expect("reap the harness");
+    let left: Vec<String> = control_dirs()
+        .difference(controls_before)
+        .cloned()
+        .collect();
+    assert_eq!(left.len(), 1, "one control folder left: {left:?}");
+    let control = std::env::temp_dir().join(&left[0]);
+    let record = ssh::SshRunRecord::read(&control).expect("the run's record");
+    assert_eq!(record.hosts.len(), 3);
+    assert!(
+        record.hosts.iter().all(|host| host.dir && host.chain),
+        "{record:?}"
+    );
+    assert!(!record.daemons.is_empty(), "{record:?}");
+    let control_text = control.display().to_string();
+    assert!(
+        !processes_mentioning(&control_text).is_empty(),
+        "the killed harness's ssh masters are still running"
+    );
+    assert!(
+        !hosts.foreign_chains().is_empty(),
+        "the run's chains are left"
+    );
+    assert!(!tree(&remote).is_empty(), "the run's folder is left");
+    let clean = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("clean")
+        .output()
+        .expect("harness clean");
+    let said = format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&clean.stdout),
+        String::from_utf8_lossy(&clean.stderr)
+    );
+    assert_eq!(clean.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("removed ssh run {}", record.run_id)),
+        "{said}"
+    );
+    assert_eq!(
+        processes_mentioning(&remote_text),
+        Vec::<String>::new(),
+        "{said}"
+    );
+    assert_eq!(
+        processes_mentioning(&control_text),
+        Vec::<String>::new(),
+        "{said}"
+    );
+    assert_eq!(hosts.foreign_chains(), Vec::<String>::new(), "{said}");
+    assert_eq!(tree(&remote), Vec::<String>::new(), "{said}");
+    assert_eq!(&control_dirs(), controls_before, "{said}");
+    // Nothing more to do for a second clean.
+    let again = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("clean")
+        .output()
+        .expect("harness clean");
+    let again_said = String::from_utf8_lossy(&again.stdout);
+    assert!(!again_said.contains("removed ssh run"), "{again_said}");
 }

@@ -41,6 +41,11 @@ impl Inner {
                     start_time,
                     argv: argv.to_vec(),
                 });
+                // A daemon missing from the record is still found by `harness clean`: its
+                // command line names the run folder.
+                if let Err(error) = self.save_record() {
+                    tracing::warn!(run = %self.run_id, %error, "recording a daemon");
+                }
                 Ok(pid)
             }
             ["exited", status] => {

@@ -82,10 +82,21 @@
 //! whose command line names a path inside the run's folder, waits until they are gone,
 //! deletes the `INPUT` rule and the chain, removes exactly `<remote_dir>/<run id>`, then
 //! closes the connections and removes the control folder. Each step checks that its
-//! target exists, so teardown is idempotent. Unlike the netns backend, no state file is
-//! kept and `harness clean` knows nothing of ssh runs: after a SIGKILL of the harness,
-//! the run's folder, chain and daemons stay on the hosts (named by the run id), and so
-//! do the ControlMaster `ssh` processes of its control folder here.
+//! target exists, so teardown is idempotent.
+//!
+//! ## The run's record, and `harness clean`
+//!
+//! The run writes what a teardown needs into its control folder (`run.json`, the
+//! `record` module): how to reach each host, what the probe found, which hosts may hold
+//! the run folder and chain, the daemons. It is written before the folders and chains
+//! are made and after each daemon starts, and goes with the control folder at the end of
+//! a teardown; a teardown that could not remove everything from a host keeps it. After
+//! a SIGKILL of the harness, [`clean_leftovers`] (`harness clean`) finds the folders in
+//! the temp dir whose owner is gone, stops that harness's ssh masters, and tears the run
+//! down from the record. It trusts a record only in a folder of its own user that no one
+//! else may write, whose names all carry the run id and whose hosts pass the nodes
+//! file's checks. Clean looks in the temp dir of its own environment (`TMPDIR`): a run
+//! made with another one is found only with the same.
 //!
 //! ## Files
 //!
@@ -104,25 +115,31 @@
 //! - `files`: upload and download;
 //! - `cuts`: cutting and healing traffic with iptables rules;
 //! - `teardown`: removing the run from every host;
+//! - `record`: the run's record in its control folder ([`SshRunRecord`]);
+//! - `clean`: `harness clean` for runs whose harness is gone ([`clean_leftovers`]);
 //! - `wait`: waiting on futures (a time limit, all at once, the first error).
 //!
 //! [`Session`]: openssh::Session
 //! [`netns::cut_rules`]: super::netns::cut_rules
 
 mod address;
+mod clean;
 mod cuts;
 mod daemons;
 mod files;
 mod hosts;
 mod quote;
+mod record;
 mod scripts;
 mod session;
 mod setup;
 mod teardown;
 mod wait;
 
+pub use clean::{clean_leftovers, control_folders};
 pub use hosts::{parse_nodes_file, parse_vagrant_ssh_config, vagrant_hosts, Host};
 pub use quote::{shell_command, shell_quote};
+pub use record::{SshRunRecord, CONTROL_DIR_PREFIX, RECORD_FILE};
 
 use crate::state;
 use crate::tools;
@@ -223,7 +240,7 @@ impl SshBackend {
                 options.hosts.len()
             )));
         }
-        let remote_dir_text = check_remote_dir(&options.remote_dir)?;
+        check_remote_dir(&options.remote_dir)?;
         for host in &options.hosts[..nodes] {
             check_host(host).map_err(|reason| {
                 BackendError::Setup(format!("host {:?}: {reason}", host.label))
@@ -237,38 +254,28 @@ impl SshBackend {
             .await
             .map_err(|error| BackendError::Internal(format!("looking for ssh: {error}")))??;
         let (run_id, control_dir) = fresh_control_dir()?;
-        let run_dir_text = format!("{remote_dir_text}/{run_id}");
-        let hosts: Vec<HostConn> = options.hosts[..nodes]
-            .iter()
-            .enumerate()
-            .map(|(index, host)| HostConn {
-                node: format!("n{}", index + 1),
-                host: host.clone(),
-                session: Mutex::new(None),
-                sudo: OnceLock::new(),
-                facts: OnceLock::new(),
-                channels: Semaphore::new(CHANNELS_PER_HOST),
-            })
-            .collect();
-        let inner = Arc::new(Inner {
-            chain: format!("{run_id}-cuts"),
-            run_dir: PathBuf::from(&run_dir_text),
-            run_dir_text,
-            remote_dir_text,
+        let owner = match state::ProcessRecord::this_process() {
+            Some(owner) => owner,
+            None => {
+                let _ = std::fs::remove_dir(&control_dir);
+                return Err(BackendError::Internal(
+                    "cannot read this process's own /proc entry".into(),
+                ));
+            }
+        };
+        let created = chrono::Utc::now().to_rfc3339();
+        let inner = Arc::new(Inner::new(
+            options,
+            nodes,
             run_id,
             control_dir,
-            options,
-            run: Mutex::new(Run {
-                dirs: vec![false; nodes],
-                chains: vec![false; nodes],
-                ..Run::default()
-            }),
-            hosts,
-            gate: RwLock::new(()),
-        });
+            owner,
+            created,
+        ));
         lock(&LIVE).push(Arc::downgrade(&inner));
-        // From here on, dropping the guard (on the error below too) tears the run down.
+        // From here on, dropping the guard (on the errors below too) tears the run down.
         let backend = SshBackend { inner };
+        backend.inner.save_record()?;
         backend.inner.setup().await?;
         Ok(backend)
     }
@@ -309,7 +316,7 @@ fn fresh_control_dir() -> Result<(String, PathBuf), BackendError> {
     use std::os::unix::fs::DirBuilderExt;
     for _ in 0..64 {
         let run_id = state::random_prefix()?;
-        let dir = std::env::temp_dir().join(format!("harness-ssh-{run_id}"));
+        let dir = std::env::temp_dir().join(format!("{CONTROL_DIR_PREFIX}{run_id}"));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok((run_id, dir)),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -325,6 +332,56 @@ fn fresh_control_dir() -> Result<(String, PathBuf), BackendError> {
     Err(BackendError::Setup(
         "no unused run id after 64 tries".into(),
     ))
+}
+
+impl Inner {
+    /// The core of a run on the first `nodes` hosts of `options`, nothing made yet.
+    fn new(
+        options: SshOptions,
+        nodes: usize,
+        run_id: String,
+        control_dir: PathBuf,
+        owner: state::ProcessRecord,
+        created: String,
+    ) -> Inner {
+        let remote_dir_text = options
+            .remote_dir
+            .to_string_lossy()
+            .trim_end_matches('/')
+            .to_string();
+        let run_dir_text = format!("{remote_dir_text}/{run_id}");
+        let hosts: Vec<HostConn> = options.hosts[..nodes.min(options.hosts.len())]
+            .iter()
+            .enumerate()
+            .map(|(index, host)| HostConn {
+                node: format!("n{}", index + 1),
+                host: host.clone(),
+                session: Mutex::new(None),
+                sudo: OnceLock::new(),
+                facts: OnceLock::new(),
+                channels: Semaphore::new(CHANNELS_PER_HOST),
+            })
+            .collect();
+        let count = hosts.len();
+        Inner {
+            chain: format!("{run_id}-cuts"),
+            run_dir: PathBuf::from(&run_dir_text),
+            run_dir_text,
+            remote_dir_text,
+            run_id,
+            control_dir,
+            owner,
+            created,
+            options,
+            run: Mutex::new(Run {
+                dirs: vec![false; count],
+                chains: vec![false; count],
+                ..Run::default()
+            }),
+            hosts,
+            gate: RwLock::new(()),
+        }
+    }
 }
 
 /// Tears down every live ssh backend of this process (for a signal handler).

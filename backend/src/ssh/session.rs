@@ -7,6 +7,7 @@ use super::hosts::Host;
 use super::quote::{check_argv, remote_line, split_exit_marker, with_prelude};
 use super::scripts::WATCHDOG;
 use super::{HostKeyPolicy, SshOptions};
+use crate::state::ProcessRecord;
 use crate::tools::display_command;
 use crate::{BackendError, ExecOutput};
 use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
@@ -103,6 +104,10 @@ pub(super) struct Inner {
     pub(super) remote_dir_text: String,
     pub(super) chain: String,
     pub(super) control_dir: PathBuf,
+    /// The harness process that owns the run (for the run's record).
+    pub(super) owner: ProcessRecord,
+    /// When the run started (RFC 3339), for its record.
+    pub(super) created: String,
     pub(super) options: SshOptions,
     pub(super) hosts: Vec<HostConn>,
     pub(super) run: Mutex<Run>,

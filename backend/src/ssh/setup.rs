@@ -46,12 +46,16 @@ impl Inner {
                 iptables: probed.iptables,
             });
         }
+        // The record says how to reach the hosts as probed before anything is made there.
+        self.save_record()?;
         self.create_run_dirs().await?;
-        let chains = join_all(self.hosts.iter().enumerate().map(|(i, host)| {
-            lock(&self.run).chains[i] = true;
-            self.create_chain(host)
-        }))
-        .await;
+        // Recorded before they are made: a chain that may exist is one teardown removes.
+        lock(&self.run)
+            .chains
+            .iter_mut()
+            .for_each(|chain| *chain = true);
+        self.save_record()?;
+        let chains = join_all(self.hosts.iter().map(|host| self.create_chain(host))).await;
         first_error(chains)
     }
 

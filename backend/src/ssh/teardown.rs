@@ -1,7 +1,9 @@
 //! Removing a run from every host: its daemons and every process that names the run's
 //! folder killed, the cut chain and its `INPUT` rule deleted, the run folder removed,
-//! then the connections closed and the control folder removed.
+//! then the connections closed and the control folder removed (kept, with the run's
+//! record, when something could not be removed from a host).
 
+use super::record::SshRunRecord;
 use super::scripts::{KILL_ALL, REMOVE_CHAIN};
 use super::session::{lock, ssh_error, Daemon, HostConn, Inner, LIVE, STEP_TIMEOUT};
 use super::wait::{join_all, timed};
@@ -38,6 +40,7 @@ impl Inner {
             self.teardown_host(host, daemons, dir, chain)
         });
         let mut failures: Vec<String> = join_all(jobs).await.into_iter().flatten().collect();
+        let left_on_hosts = !failures.is_empty();
         for host in &self.hosts {
             let session = lock(&host.session).take();
             if let Some(session) = session {
@@ -66,13 +69,21 @@ impl Inner {
                 }
             }
         }
-        match std::fs::remove_dir_all(&self.control_dir) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => failures.push(format!(
-                "control folder {}: {error}",
-                self.control_dir.display()
-            )),
+        if left_on_hosts {
+            // The record stays (the connections' sockets are gone), for `harness clean`.
+            failures.push(format!(
+                "kept {} for `harness clean`",
+                SshRunRecord::path(&self.control_dir).display()
+            ));
+        } else {
+            match std::fs::remove_dir_all(&self.control_dir) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => failures.push(format!(
+                    "control folder {}: {error}",
+                    self.control_dir.display()
+                )),
+            }
         }
         if failures.is_empty() {
             let mut run = lock(&self.run);
@@ -176,7 +187,7 @@ impl Inner {
 }
 
 /// `ssh -O exit` for the master listening on `socket`.
-fn exit_argv(socket: &Path) -> Vec<String> {
+pub(super) fn exit_argv(socket: &Path) -> Vec<String> {
     vec![
         "ssh".to_string(),
         "-S".to_string(),
@@ -189,7 +200,7 @@ fn exit_argv(socket: &Path) -> Vec<String> {
 
 /// The local ssh master behind `socket` (from `ssh -O check`, which says
 /// `Master running (pid=N)`), or `None` if none answers.
-async fn master_process(socket: &Path) -> Option<ProcessRecord> {
+pub(super) async fn master_process(socket: &Path) -> Option<ProcessRecord> {
     let argv = vec![
         "ssh".to_string(),
         "-S".to_string(),
@@ -218,7 +229,7 @@ fn master_pid(text: &str) -> Option<u32> {
 
 /// Waits for a master told to exit to be gone; kills it (by pid, while it is still the
 /// recorded process) if it outstays [`MASTER_EXIT_GRACE`].
-async fn await_master_exit(master: &ProcessRecord) -> Result<(), String> {
+pub(super) async fn await_master_exit(master: &ProcessRecord) -> Result<(), String> {
     let deadline = Instant::now() + MASTER_EXIT_GRACE;
     while master.is_alive() {
         if Instant::now() >= deadline {
