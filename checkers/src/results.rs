@@ -106,6 +106,24 @@ impl Results {
         }
         found
     }
+
+    /// [`Results::counted_anomalies`], plus `not-<checker>` (count 1) for each checker
+    /// judged invalid that lists no anomaly that counts: a history the linearizability
+    /// checker found no linearization for lists none, and a summary of kinds would
+    /// otherwise say nothing of why the run failed.
+    pub fn failure_kinds(&self) -> BTreeMap<String, u64> {
+        let mut found = self.counted_anomalies();
+        for (name, checker) in &self.checkers {
+            let listed = checker
+                .anomalies()
+                .iter()
+                .any(|anomaly| anomaly.counts_against_validity);
+            if checker.verdict == Verdict::Invalid && !listed {
+                found.entry(format!("not-{name}")).or_insert(1);
+            }
+        }
+        found
+    }
 }
 
 /// One anomaly as every checker lists it in its report's `anomalies`: the fields the
@@ -352,5 +370,26 @@ mod tests {
         assert_eq!(availability[0].partition, Some(json!(3)));
         let counts = results.checkers["log"].anomaly_counts();
         assert_eq!(counts[0].found, 7);
+    }
+
+    #[test]
+    fn a_failing_checker_without_listed_anomalies_names_itself_among_the_kinds() {
+        let mut results = Results::default();
+        results.add("linearizable", Verdict::Invalid, &json!({"op_count": 10}));
+        results.add(
+            "log",
+            Verdict::Invalid,
+            &json!({"anomalies": [{"kind": "lost-write"}]}),
+        );
+        results.add("register", Verdict::Valid, &json!({}));
+        let kinds = results.failure_kinds();
+        assert_eq!(
+            kinds.keys().collect::<Vec<_>>(),
+            ["lost-write", "not-linearizable"]
+        );
+        assert!(!results.counted_anomalies().contains_key("not-linearizable"));
+        // Waived as a whole, it is no longer invalid and names nothing.
+        results.waive("linearizable", None, "lossy");
+        assert!(!results.failure_kinds().contains_key("not-linearizable"));
     }
 }

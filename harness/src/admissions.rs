@@ -15,6 +15,11 @@
 //! start of the leader's epoch (below which every earlier leader's commits lie), and the
 //! high watermark counts a follower being let in already.
 //!
+//! Under a durability waiver (unclean elections, truncation to the high watermark) a
+//! follower may be let in without writes an election lost before: there only an
+//! admission the leader decided while the follower lacked a write below the leader's
+//! own epoch start counts ([`add`]).
+//!
 //! The history's times are the harness's clock, the events' the nodes' wall clocks: a
 //! write counts only when it was acknowledged [`CLOCK_MARGIN_MS`] before the event (on
 //! one machine the clocks are one; hosts over ssh need synchronized clocks). Nothing here
@@ -187,60 +192,115 @@ pub fn judge(
                 e.unix_ms.saturating_sub(CLOCK_MARGIN_MS),
             );
             if let Some(first) = behind.first() {
+                let below_start = below_epoch_start(e, &behind);
                 judgement
                     .anomalies
-                    .push(anomaly(node, &key, e, first, behind.len()));
+                    .push(anomaly(node, &key, e, first, behind.len(), below_start));
             }
         }
     }
     judgement
 }
 
-fn anomaly(node: &str, key: &str, e: &IsrExpansion, highest: &Acked, count: usize) -> Value {
+/// Whether the leader decided the admission (not: the new set took effect) while the
+/// follower lacked a write below the offset where the leader's own epoch began: records
+/// the leader held itself when it took the epoch, so no election lost them, and which a
+/// leader asks a follower to have before it lets it in, whatever the settings (a follower
+/// that reached only a high watermark the leader had not yet brought up to date does
+/// not). When the set takes effect the follower may hold less than when it was let in
+/// (a restart that truncates to its high watermark, in Kafka before KIP-101), so only
+/// the decision is judged so.
+fn below_epoch_start(e: &IsrExpansion, behind: &[Acked]) -> bool {
+    !e.written
+        && e.epoch_start_offset
+            .is_some_and(|start| behind.iter().any(|w| w.offset < start))
+}
+
+fn anomaly(
+    node: &str,
+    key: &str,
+    e: &IsrExpansion,
+    highest: &Acked,
+    count: usize,
+    below_start: bool,
+) -> Value {
     let when = if e.written {
         "the new ISR took effect"
     } else {
         "it decided to"
     };
+    let mut explanation = format!(
+        "{node}, leading {key} in epoch {}, let {} into the ISR ({when}) while it held only \
+         the records below offset {}; {count} write(s) acknowledged before then lie at or \
+         above it (the highest: value {} at offset {}, acknowledged {} ms earlier, op {}): \
+         a clean election of that replica loses them",
+        e.leader_epoch,
+        e.follower,
+        e.follower_log_end,
+        highest.value,
+        highest.offset,
+        e.unix_ms.saturating_sub(highest.unix_ms),
+        highest.index,
+    );
+    if let (true, Some(start)) = (below_start, e.epoch_start_offset) {
+        explanation.push_str(&format!(
+            "; and it had not reached offset {start}, where {node}'s own epoch began: \
+             records {node} held itself, which a leader asks a follower to have before \
+             letting it in"
+        ));
+    }
     json!({
         "kind": "isr-admitted-behind",
         "node": node,
         "key": key,
         "expansion": e,
         "writes_behind": count,
+        "below_epoch_start": below_start,
         "highest": {"offset": highest.offset, "value": highest.value, "index": highest.index},
-        "explanation": format!(
-            "{node}, leading {key} in epoch {}, let {} into the ISR ({when}) while it held only \
-             the records below offset {}; {count} write(s) acknowledged before then lie at or \
-             above it (the highest: value {} at offset {}, acknowledged {} ms earlier, op {}): \
-             a clean election of that replica loses them",
-            e.leader_epoch,
-            e.follower,
-            e.follower_log_end,
-            highest.value,
-            highest.offset,
-            e.unix_ms.saturating_sub(highest.unix_ms),
-            highest.index,
-        ),
+        "explanation": explanation,
     })
 }
 
-/// Adds the `isr` checker to `results`.
-pub fn add(results: &mut Results, judgement: Judgement) {
+/// Adds the `isr` checker to `results`. `waiver`: why the run's settings may lose
+/// acknowledged writes by design ([`crate::waiver`]), if they may: then a follower can
+/// be let in without writes an election lost before, and only the admissions decided
+/// below the leader's own epoch start count ([`below_epoch_start`]); the others are
+/// reported, marked as not counting.
+pub fn add(results: &mut Results, judgement: Judgement, waiver: Option<&str>) {
     let found = judgement.anomalies.len();
-    let verdict = if found == 0 {
+    let mut anomalies = judgement.anomalies;
+    for anomaly in &mut anomalies {
+        let counts = waiver.is_none() || anomaly["below_epoch_start"] == Value::Bool(true);
+        anomaly["counts_against_validity"] = Value::Bool(counts);
+    }
+    // Those that count first, so that the ones listed include them.
+    anomalies.sort_by_key(|a| a["counts_against_validity"] != Value::Bool(true));
+    let counted = anomalies
+        .iter()
+        .filter(|a| a["counts_against_validity"] == Value::Bool(true))
+        .count();
+    let verdict = if counted == 0 {
         Verdict::Valid
     } else {
         Verdict::Invalid
     };
-    let mut anomalies = judgement.anomalies;
     anomalies.truncate(MAX_REPORTED);
     let mut report = json!({
         "expansions": judgement.expansions,
         "judged": judgement.judged,
         "found": found,
+        "counted": counted,
         "anomalies": anomalies,
     });
+    if let Some(reason) = waiver {
+        report["waived"] = json!({
+            "reason": format!(
+                "not counted: {reason}; an admission decided below its leader's own epoch \
+                 start still counts"
+            ),
+            "kinds": ["isr-admitted-behind"],
+        });
+    }
     if judgement.clock_moved_ms > 0 {
         report["wall_clock_moved_ms"] = json!(judgement.clock_moved_ms);
     }
@@ -258,6 +318,7 @@ pub fn add_for_run(
     history: &Path,
     nodes_dir: &Path,
     stats: &spec::RunStats,
+    waiver: Option<&str>,
 ) {
     let Some(origin) = stats.history_origin_ms() else {
         return;
@@ -280,7 +341,7 @@ pub fn add_for_run(
         Ok(h) => {
             let mut judgement = judge(&expansions, acknowledged(&h.ops, origin));
             judgement.clock_moved_ms = clock_moved_ms;
-            add(results, judgement);
+            add(results, judgement, waiver);
         }
         Err(error) => eprintln!("warning: the ISR oracle cannot read the history: {error}"),
     }
@@ -464,11 +525,64 @@ mod tests {
     }
 
     #[test]
+    fn under_a_durability_waiver_only_admissions_decided_below_the_epoch_start_count() {
+        // Offsets 0..10 acknowledged by 190 ms; the leader's epoch began at offset 10.
+        let judged_with = |events: Vec<IsrExpansion>| {
+            let mut results = Results::default();
+            add(&mut results, judged(events), Some("unclean elections"));
+            results
+        };
+        // Decided with the follower at 5: it lacks 5..10, which the leader held itself.
+        let results = judged_with(vec![expansion(5, ORIGIN + 1_000, false)]);
+        let isr = &results.checkers["isr"];
+        assert_eq!(isr.verdict, Verdict::Invalid);
+        assert_eq!(isr.report["counted"], 1);
+        let text = isr.report["anomalies"][0]["explanation"].as_str().unwrap();
+        assert!(text.contains("where n2's own epoch began"), "{text}");
+        assert!(isr
+            .waived()
+            .is_some_and(|why| why.contains("unclean elections")));
+        // Taking effect with the follower at 5 (it may have restarted and truncated to
+        // its high watermark since it was let in): reported, not counted.
+        let results = judged_with(vec![expansion(5, ORIGIN + 1_000, true)]);
+        let isr = &results.checkers["isr"];
+        assert_eq!(isr.verdict, Verdict::Valid);
+        assert_eq!(isr.report["found"], 1);
+        assert_eq!(isr.report["anomalies"][0]["counts_against_validity"], false);
+        // A leader whose epoch began at 3 (an election lost 3..10): the follower at 3
+        // lacks only writes the leader lacked too.
+        let mut lost = expansion(3, ORIGIN + 1_000, false);
+        lost.epoch_start_offset = Some(3);
+        let results = judged_with(vec![lost.clone()]);
+        assert_eq!(results.checkers["isr"].verdict, Verdict::Valid);
+        // Without a waiver every admission behind counts, as before.
+        let mut results = Results::default();
+        add(&mut results, judged(vec![lost]), None);
+        assert_eq!(results.checkers["isr"].verdict, Verdict::Invalid);
+        assert!(results.checkers["isr"].waived().is_none());
+        // The counted ones are listed first, whatever their order.
+        let mut results = Results::default();
+        let mut events: Vec<IsrExpansion> = (0..MAX_REPORTED as u64)
+            .map(|i| expansion(5, ORIGIN + 1_000 + i, true))
+            .collect();
+        events.push(expansion(5, ORIGIN + 2_000, false));
+        add(&mut results, judged(events), Some("unclean elections"));
+        let isr = &results.checkers["isr"];
+        assert_eq!(isr.verdict, Verdict::Invalid);
+        assert_eq!(isr.report["anomalies"][0]["counts_against_validity"], true);
+        assert_eq!(
+            results.counted_anomalies().get("isr-admitted-behind"),
+            Some(&1)
+        );
+    }
+
+    #[test]
     fn the_checker_is_invalid_only_with_an_anomaly_and_says_why() {
         let mut results = Results::default();
         add(
             &mut results,
             judged(vec![expansion(10, ORIGIN + 1_000, true)]),
+            None,
         );
         assert_eq!(results.checkers["isr"].verdict, Verdict::Valid);
         assert!(summary_lines(&results).is_empty());
@@ -476,6 +590,7 @@ mod tests {
         add(
             &mut results,
             judged(vec![expansion(3, ORIGIN + 1_000, true)]),
+            None,
         );
         assert_eq!(results.checkers["isr"].verdict, Verdict::Invalid);
         let lines = summary_lines(&results);

@@ -246,22 +246,26 @@ fn judge<P: Phases>(
             phases.availability_bound(),
         );
     }
+    let waived = phases
+        .waives_durability()
+        .then(|| {
+            crate::waiver::reason(
+                &*crate::system::db(),
+                &spec.brokers.config,
+                &phases.node_settings(),
+            )
+        })
+        .flatten();
     crate::admissions::add_for_run(
         &mut checked.results,
         &*crate::system::db(),
         &folder.history(),
         &folder.nodes(),
         &ran.stats,
+        waived.as_deref(),
     );
-    let waived = phases.waives_durability().then(|| {
-        crate::waiver::reason(
-            &*crate::system::db(),
-            &spec.brokers.config,
-            &phases.node_settings(),
-        )
-    });
-    if let Some(reason) = waived.flatten() {
-        crate::waiver::apply(&mut checked.results, &reason);
+    if let Some(reason) = &waived {
+        crate::waiver::apply(&mut checked.results, reason);
     }
     if let Some(probe) = &ran.stats.one_down {
         add_one_down(&mut checked.results, probe);
@@ -271,7 +275,7 @@ fn judge<P: Phases>(
         crate::truncations::add(&mut checked.results, &truncations);
     }
     folder.write_results(&checked.results)?;
-    let anomalies = checked.results.counted_anomalies();
+    let anomalies = checked.results.failure_kinds();
     let secs = began.elapsed().as_secs_f64();
     let expectation = phases.expect(&Judged {
         folder,

@@ -87,7 +87,8 @@ pub struct TestOutcome {
     pub run_dir: PathBuf,
     pub seed: u64,
     pub verdict: Verdict,
-    /// Anomaly kinds that count against validity, with how many of each were reported.
+    /// Anomaly kinds that count against validity, with how many of each were reported
+    /// (`not-<checker>` for a checker judged invalid that lists none).
     pub anomalies: BTreeMap<String, u64>,
     /// Wall-clock seconds from start to verdict.
     pub secs: f64,

@@ -4,6 +4,7 @@
 //! such a configuration produces on a correct broker do not count against validity.
 //! What the configuration still promises is judged as usual: the truncation oracle
 //! (a replica never cuts below what it knew committed while its leader still holds it),
+//! the ISR-admission oracle's admissions decided below the leader's own epoch start,
 //! availability, the one-down probe, and the log anomalies no lost or rewritten suffix
 //! explains (a value at two offsets, a value that was never written). Scenarios are
 //! judged as written: they name the writes they expect to lose themselves
@@ -47,12 +48,13 @@ pub fn reason(
 /// Waives the history checkers' durability anomalies for `reason`: the log checker's
 /// [`LOG_KINDS`], and every non-linearizable verdict of a register's history (a register
 /// read of a value whose write was lost by design cannot be told from a wrong read).
+/// The ISR-admission oracle is given the reason itself (`admissions::add`): a follower
+/// let in after a lossy election may lack writes that are gone anyway, but one let in
+/// below what its leader held when it took its epoch breaks a rule no setting relaxes.
 pub fn apply(results: &mut Results, reason: &str) {
     let why = format!("not counted: {reason}");
     results.waive("log", Some(LOG_KINDS), &why);
     results.waive("linearizable", None, &why);
-    // A follower let in after a lossy election may lack writes that are gone anyway.
-    results.waive("isr", None, &why);
 }
 
 #[cfg(test)]

@@ -299,6 +299,25 @@ fn a_rechecked_run_folder_keeps_its_live_checkers_and_its_waiver() {
     assert!(anomalies
         .iter()
         .all(|a| a["counts_against_validity"] == serde_json::json!(false)));
+    // A live checker judged under the waiver keeps its verdict: the ISR oracle's
+    // admission below the leader's epoch start still counts, the other one not.
+    let mut isr = waived.clone();
+    isr["checkers"]["isr"] = serde_json::json!({"verdict": "invalid", "report": {
+    "found": 2, "counted": 1,
+    "waived": {"reason": "not counted: unclean elections; …", "kinds": ["isr-admitted-behind"]},
+    "anomalies": [
+        {"kind": "isr-admitted-behind", "below_epoch_start": true, "counts_against_validity": true},
+        {"kind": "isr-admitted-behind", "below_epoch_start": false, "counts_against_validity": false}
+    ]}});
+    scratch.file("results.json", &isr.to_string());
+    let (code, results) = recheck();
+    assert_eq!(code, Some(1), "{results}");
+    assert_eq!(results["checkers"]["isr"]["verdict"], "invalid");
+    assert_eq!(
+        results["checkers"]["isr"]["report"]["anomalies"][0]["counts_against_validity"],
+        true
+    );
+    assert_eq!(results["checkers"]["log"]["verdict"], "valid");
 }
 
 #[test]
