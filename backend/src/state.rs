@@ -166,22 +166,7 @@ impl RunState {
     pub fn write(&self, dir: &Path) -> Result<(), BackendError> {
         let path = RunState::path(dir, &self.prefix);
         let temp = dir.join(format!("{}.json.tmp", self.prefix));
-        let text = serde_json::to_string_pretty(self).map_err(|error| BackendError::State {
-            path: path.clone(),
-            reason: error.to_string(),
-        })?;
-        let io = |what: &str, path: &Path| {
-            let what = what.to_string();
-            let path = path.to_path_buf();
-            move |source| BackendError::Io { what, path, source }
-        };
-        let mut file = std::fs::File::create(&temp).map_err(io("creating", &temp))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.sync_all())
-            .map_err(io("writing", &temp))?;
-        std::fs::rename(&temp, &path).map_err(io("renaming to", &path))?;
-        Ok(())
+        write_json_atomically(self, &path, &temp)
     }
 
     /// Reads and checks a state file: the version, and that every name it holds carries
@@ -243,6 +228,31 @@ impl RunState {
     pub fn is_live(&self) -> bool {
         self.owner.is_alive()
     }
+}
+
+/// Writes `value` as pretty JSON to `path` through `temp` (written, fsynced, renamed),
+/// so that a reader never sees half a file.
+pub(crate) fn write_json_atomically(
+    value: &impl Serialize,
+    path: &Path,
+    temp: &Path,
+) -> Result<(), BackendError> {
+    let text = serde_json::to_string_pretty(value).map_err(|error| BackendError::State {
+        path: path.to_path_buf(),
+        reason: error.to_string(),
+    })?;
+    let io = |what: &str, path: &Path| {
+        let what = what.to_string();
+        let path = path.to_path_buf();
+        move |source| BackendError::Io { what, path, source }
+    };
+    let mut file = std::fs::File::create(temp).map_err(io("creating", temp))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.write_all(b"\n"))
+        .and_then(|()| file.sync_all())
+        .map_err(io("writing", temp))?;
+    std::fs::rename(temp, path).map_err(io("renaming to", path))?;
+    Ok(())
 }
 
 /// Whether `text` is a run prefix: `jh` and 6 lowercase hex digits.

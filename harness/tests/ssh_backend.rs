@@ -993,15 +993,7 @@ fn needs_sshd__harness_test_over_ssh_ends_valid_and_leaves_nothing_behind() {
     std::fs::write(&nodes_file, text).expect("nodes file");
     let store = hosts.dir().join("store");
     let remote = hosts.remote_dir();
-    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(["test", "--backend", "ssh", "--nodes-file"])
-        .arg(&nodes_file)
-        .arg("--ssh-key")
-        .arg(&hosts.key)
-        .arg("--ssh-config")
-        .arg(&hosts.config)
-        .arg("--remote-dir")
-        .arg(&remote)
+    let output = harness_test_over_ssh(&hosts, &nodes_file)
         .args([
             "--nodes",
             "3",
@@ -1092,6 +1084,22 @@ fn needs_sshd__harness_test_over_ssh_ends_valid_and_leaves_nothing_behind() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// `harness test --backend ssh` on the hosts of `nodes_file`, with the test's key,
+/// config and remote folder; the caller adds the test's own options.
+fn harness_test_over_ssh(hosts: &Hosts, nodes_file: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+    command
+        .args(["test", "--backend", "ssh", "--nodes-file"])
+        .arg(nodes_file)
+        .arg("--ssh-key")
+        .arg(&hosts.key)
+        .arg("--ssh-config")
+        .arg(&hosts.config)
+        .arg("--remote-dir")
+        .arg(hosts.remote_dir());
+    command
+}
+
 /// A `harness test --backend ssh` SIGKILLed while its brokers run leaves them, its folder
 /// and chain on the hosts and its ssh masters and control folder here; `harness clean`
 /// removes all of it from the run's record.
@@ -1105,15 +1113,7 @@ fn sigkilled_run_is_removed_by_clean(
     let remote_text = remote.display().to_string();
     let log = hosts.dir().join("killed-run.log");
     let log_file = std::fs::File::create(&log).expect("log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(["test", "--backend", "ssh", "--nodes-file"])
-        .arg(nodes_file)
-        .arg("--ssh-key")
-        .arg(&hosts.key)
-        .arg("--ssh-config")
-        .arg(&hosts.config)
-        .arg("--remote-dir")
-        .arg(&remote)
+    let mut child = harness_test_over_ssh(hosts, nodes_file)
         .args([
             "--nodes",
             "3",

@@ -20,10 +20,9 @@ use super::hosts::{check_host, Host};
 use super::quote::check_remote_dir;
 use super::session::{lock, Daemon, Facts, Inner};
 use super::{HostKeyPolicy, SshOptions};
-use crate::state::{is_prefix, ProcessRecord};
+use crate::state::{is_prefix, write_json_atomically, ProcessRecord};
 use crate::BackendError;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
@@ -100,22 +99,7 @@ impl SshRunRecord {
     pub fn write(&self, control_dir: &Path) -> Result<(), BackendError> {
         let path = SshRunRecord::path(control_dir);
         let temp = control_dir.join(format!("{RECORD_FILE}.tmp"));
-        let text = serde_json::to_string_pretty(self).map_err(|error| BackendError::State {
-            path: path.clone(),
-            reason: error.to_string(),
-        })?;
-        let io = |what: &str, path: &Path| {
-            let what = what.to_string();
-            let path = path.to_path_buf();
-            move |source| BackendError::Io { what, path, source }
-        };
-        let mut file = std::fs::File::create(&temp).map_err(io("creating", &temp))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.sync_all())
-            .map_err(io("writing", &temp))?;
-        std::fs::rename(&temp, &path).map_err(io("renaming to", &path))?;
-        Ok(())
+        write_json_atomically(self, &path, &temp)
     }
 
     /// Reads and checks the record of the control folder `control_dir`: the folder is
