@@ -8,10 +8,10 @@
 //! harness is no longer running is torn down (its daemons, namespaces, bridge, veths,
 //! `FORWARD` rule, subnet claim and state file), then namespaces and links that carry a
 //! run prefix but have no state file, and the test range's `unreachable` route when no
-//! live run remains). The netns part needs root; without root it is skipped and said so
-//! (ssh runs need no root here). This prints one line per thing removed; exit code 0
-//! when everything is clean, [`crate::EXIT_TOOL_ERROR`] when something could not be
-//! removed (each failure is printed).
+//! live run remains). The netns part needs root; without root it is refused after the
+//! ssh part (which needs none here), saying so. This prints one line per thing removed;
+//! exit code 0 when everything is clean, [`crate::EXIT_TOOL_ERROR`] when something could
+//! not be removed or root was needed (each failure is printed).
 
 use crate::EXIT_TOOL_ERROR;
 use backend::netns::{clean_leftovers, CleanReport};
@@ -25,9 +25,10 @@ pub fn run() -> anyhow::Result<i32> {
     let mut report = runtime.block_on(backend::ssh::clean_leftovers());
     match clean_leftovers() {
         Ok(netns) => merge(&mut report, netns),
-        Err(BackendError::NotRoot { .. }) => report
-            .skipped
-            .push("network-namespace runs (removing them needs root)".to_string()),
+        // The ssh runs are done; the netns ones are refused, saying why.
+        Err(error @ BackendError::NotRoot { .. }) => report
+            .failures
+            .push(format!("network-namespace runs: {error}")),
         Err(error) => return Err(error.into()),
     }
     for removed in &report.removed {
