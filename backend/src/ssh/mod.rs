@@ -88,8 +88,8 @@
 //!
 //! The run writes what a teardown needs into its control folder (`run.json`, the
 //! `record` module): how to reach each host, what the probe found, which hosts may hold
-//! the run folder and chain, the daemons. It is written before the folders and chains
-//! are made and after each daemon starts, and goes with the control folder at the end of
+//! the run folder and chain, the daemons. It is written before the chains are made, once
+//! the folders are, and after each daemon starts, and goes with the control folder at the end of
 //! a teardown; a teardown that could not remove everything from a host keeps it. After
 //! a SIGKILL of the harness, [`clean_leftovers`] (`harness clean`) finds the folders in
 //! the temp dir whose owner is gone, stops that harness's ssh masters, and tears the run
