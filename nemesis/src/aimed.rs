@@ -388,8 +388,9 @@ pub enum FlapSlowed {
     AnyReplica,
 }
 
-/// The kinds of strike a swarm run chooses among ([`Aim::kind`]); a strand is not one of
-/// them, as only the system's own settings decide whether it may be drawn.
+/// The kinds of strike a swarm run chooses among ([`Aim::kind`]). A strand is one only
+/// where the system may elect a replica outside its ISR (the swarm is told so), as only
+/// the system's own settings decide whether it may be drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AimKind {
@@ -398,15 +399,17 @@ pub enum AimKind {
     Lagging,
     LagMove,
     Flap,
+    Strand,
 }
 
 impl AimKind {
-    pub const ALL: [AimKind; 5] = [
+    pub const ALL: [AimKind; 6] = [
         AimKind::ControllerCut,
         AimKind::AfterChange,
         AimKind::Lagging,
         AimKind::LagMove,
         AimKind::Flap,
+        AimKind::Strand,
     ];
 
     /// The name the history uses (the `aim` of a strike).
@@ -417,30 +420,42 @@ impl AimKind {
             AimKind::Lagging => "lagging",
             AimKind::LagMove => "lag-move",
             AimKind::Flap => "flap",
+            AimKind::Strand => "strand",
         }
     }
 }
 
 impl Aim {
-    /// The strike's kind; `None` for a strand.
-    pub fn kind(&self) -> Option<AimKind> {
+    /// The strike's kind.
+    pub fn kind(&self) -> AimKind {
         match self {
-            Aim::ControllerCut { .. } => Some(AimKind::ControllerCut),
-            Aim::AfterChange { .. } => Some(AimKind::AfterChange),
-            Aim::Lagging { .. } => Some(AimKind::Lagging),
-            Aim::LagMove { .. } => Some(AimKind::LagMove),
-            Aim::Flap { .. } => Some(AimKind::Flap),
-            Aim::Strand { .. } => None,
+            Aim::ControllerCut { .. } => AimKind::ControllerCut,
+            Aim::AfterChange { .. } => AimKind::AfterChange,
+            Aim::Lagging { .. } => AimKind::Lagging,
+            Aim::LagMove { .. } => AimKind::LagMove,
+            Aim::Flap { .. } => AimKind::Flap,
+            Aim::Strand { .. } => AimKind::Strand,
         }
     }
 
-    /// A strike of one of `kinds`: drawn as [`Aim::draw`] without strands until its kind
-    /// is among them (an empty `kinds` allows every kind). Each kind keeps its own
-    /// parameters' distribution; the kinds' shares are [`Aim::draw`]'s renormalized.
+    /// A strike of one of `kinds` (an empty `kinds` allows every kind but a strand).
+    /// A strand, when among them, with an even share (one in `kinds.len()`; alone for
+    /// [`STRAND_ALONE_MS`]); otherwise drawn as [`Aim::draw`] without strands until its
+    /// kind is among them: each kind keeps its own parameters' distribution, and the
+    /// kinds' shares are [`Aim::draw`]'s renormalized.
     pub fn draw_among(rng: &mut Rng, kinds: &[AimKind]) -> Aim {
+        let others = kinds
+            .iter()
+            .filter(|kind| **kind != AimKind::Strand)
+            .count();
+        if kinds.contains(&AimKind::Strand) && (others == 0 || rng.below(kinds.len() as u64) == 0) {
+            return Aim::Strand {
+                alone_ms: rng.between(STRAND_ALONE_MS.0, STRAND_ALONE_MS.1),
+            };
+        }
         loop {
             let aim = Aim::draw(rng, false);
-            if kinds.is_empty() || aim.kind().is_some_and(|kind| kinds.contains(&kind)) {
+            if kinds.is_empty() || kinds.contains(&aim.kind()) {
                 return aim;
             }
         }

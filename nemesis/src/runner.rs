@@ -41,7 +41,7 @@
 //! Every value has `package` and, when the action has one, `targets`
 //! ([`Action::targets`]); the operations of [`Nemesis::heal_all`] have `final: true`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -51,7 +51,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::aimed::{self, Aim, CutRequest, LagTarget, Strike};
+use crate::aimed::{self, Aim, AimKind, CutRequest, LagTarget, Strike};
 use crate::control::{AdminAction, BoxFuture, ClusterControl, Journal, JournalError};
 use crate::grudge::{Grudge, Ports, Shape};
 use crate::package::PackageKind;
@@ -331,7 +331,12 @@ impl Nemesis {
         };
         let swarm = match self.options.swarm {
             Some(period) => {
-                let swarm = Arc::new(Swarm::new(self.options.schedule.seed, period, &packages));
+                let swarm = Arc::new(Swarm::new(
+                    self.options.schedule.seed,
+                    period,
+                    &packages,
+                    self.options.schedule.unclean_elections,
+                ));
                 // Period 0 is drawn and recorded before any step.
                 summary.count(&self.worker.record_swarm(&swarm.current())?);
                 let worker = self.worker.clone();
@@ -581,24 +586,34 @@ fn lock_state(state: &Mutex<FaultState>) -> MutexGuard<'_, FaultState> {
 /// The `f` of a swarm period's operation.
 pub const SWARM_F: &str = "swarm";
 
-/// What the package tasks of a swarm run share: the period of the moment and one turn
+/// What the package tasks of a swarm run share: the period of the moment, one turn
 /// per package (held while a step of the package runs, or its fault is stopped at a
-/// boundary).
+/// boundary), and the kinds of aimed strike the run still owes one strike each
+/// ([`crate::swarm::aim_order`]).
 struct Swarm {
     seed: u64,
     period: Duration,
     enabled: Vec<PackageKind>,
+    strands: bool,
     current: Mutex<SwarmDraw>,
     turns: BTreeMap<PackageKind, tokio::sync::Mutex<()>>,
+    owed: Mutex<VecDeque<AimKind>>,
 }
 
 impl Swarm {
-    fn new(seed: u64, period: Duration, enabled: &BTreeSet<PackageKind>) -> Swarm {
+    fn new(seed: u64, period: Duration, enabled: &BTreeSet<PackageKind>, strands: bool) -> Swarm {
         let enabled: Vec<PackageKind> = enabled.iter().copied().collect();
+        let owed = if enabled.contains(&PackageKind::Aimed) {
+            crate::swarm::aim_order(seed, &crate::swarm::run_aims(seed, strands))
+        } else {
+            Vec::new()
+        };
         Swarm {
             seed,
             period,
-            current: Mutex::new(SwarmDraw::draw(seed, 0, &enabled)),
+            strands,
+            owed: Mutex::new(owed.into()),
+            current: Mutex::new(SwarmDraw::draw(seed, 0, &enabled, strands)),
             turns: enabled
                 .iter()
                 .map(|package| (*package, tokio::sync::Mutex::new(())))
@@ -621,6 +636,15 @@ impl Swarm {
         }
     }
 
+    /// The next kind the run owes a strike of, taken off the list (`None` once each
+    /// has had its strike).
+    fn take_owed(&self) -> Option<AimKind> {
+        match self.owed.lock() {
+            Ok(mut owed) => owed.pop_front(),
+            Err(poisoned) => poisoned.into_inner().pop_front(),
+        }
+    }
+
     /// `package`'s turn (`None` for a package the swarm does not know: no turn to wait).
     async fn turn(&self, package: PackageKind) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         match self.turns.get(&package) {
@@ -632,16 +656,18 @@ impl Swarm {
 
 /// `step` as a swarm period lets it run: a `start-slow` arms only the period's delay
 /// points — those of its own draw that are among them, or, when none is, a draw among
-/// them from the step's seed and the period; an aimed strike of a kind the run does not
-/// draw is drawn again among those it does ([`Aim::draw_among`], from the step's seed).
-fn swarm_step(mut step: Step, draw: &SwarmDraw) -> Step {
+/// them from the step's seed and the period; an aimed strike is of the kind `owed` (the
+/// run's next kind still without a strike), else of a kind the run draws — drawn again
+/// among those when it is not ([`Aim::draw_among`], from the step's seed).
+fn swarm_step(mut step: Step, draw: &SwarmDraw, owed: Option<AimKind>) -> Step {
     if let Action::Aim(aim) = &mut step.action {
-        let allowed = aim
-            .kind()
-            .is_none_or(|kind| draw.aims.is_empty() || draw.aims.contains(&kind));
-        if !allowed {
+        let kinds = match owed {
+            Some(kind) => vec![kind],
+            None => draw.aims.clone(),
+        };
+        if !kinds.is_empty() && !kinds.contains(&aim.kind()) {
             let mut rng = Rng::derive(step.seed, "swarm-aim", 0);
-            *aim = Aim::draw_among(&mut rng, &draw.aims);
+            *aim = Aim::draw_among(&mut rng, &kinds);
         }
     }
     if let Action::Slow { delays, .. } = &mut step.action {
@@ -1003,7 +1029,11 @@ impl Worker {
         if step.action.is_stop() && !self.state().holds(step.package) {
             return Ok(None);
         }
-        let step = swarm_step(step, &draw);
+        let owed = match step.action {
+            Action::Aim(_) => swarm.take_owed(),
+            _ => None,
+        };
+        let step = swarm_step(step, &draw, owed);
         Ok(Some(self.execute_in(&step, Some(draw.period)).await?))
     }
 
@@ -1036,7 +1066,7 @@ impl Worker {
             // Recorded before it is in force: a step that runs on the previous draw
             // meanwhile is one of a package on in that period (and stopped below if
             // this period turns it off).
-            let draw = SwarmDraw::draw(swarm.seed, period, &swarm.enabled);
+            let draw = SwarmDraw::draw(swarm.seed, period, &swarm.enabled, swarm.strands);
             summary.count(&self.record_swarm(&draw)?);
             swarm.set(draw.clone());
             for package in &swarm.enabled {
@@ -3613,27 +3643,28 @@ mod tests {
             _ => Vec::new(),
         };
         // The step's own delays that the period allows.
-        let kept = swarm_step(step.clone(), &draw(&["leader_fetch_response", "x"]));
+        let kept = swarm_step(step.clone(), &draw(&["leader_fetch_response", "x"]), None);
         assert_eq!(points(&kept), vec!["leader_fetch_response".to_string()]);
         // None allowed: a draw among the period's points, the same for the same seed.
         let period = draw(&["controller_before_state_write"]);
-        let drawn = swarm_step(step.clone(), &period);
+        let drawn = swarm_step(step.clone(), &period, None);
         assert_eq!(
             points(&drawn),
             vec!["controller_before_state_write".to_string()]
         );
-        assert_eq!(drawn, swarm_step(step.clone(), &period));
+        assert_eq!(drawn, swarm_step(step.clone(), &period, None));
         // Other actions pass unchanged.
         let kill = Step {
             action: Action::Start,
             ..step
         };
-        assert_eq!(swarm_step(kill.clone(), &period), kill);
+        assert_eq!(swarm_step(kill.clone(), &period, None), kill);
+        let owed = Some(AimKind::Flap);
+        assert_eq!(swarm_step(kill.clone(), &period, owed), kill);
     }
 
     #[test]
     fn a_swarm_run_redraws_strikes_of_kinds_it_does_not_draw() {
-        use crate::aimed::AimKind;
         let strike = |aim: Aim, seed: u64| Step {
             package: PackageKind::Aimed,
             index: 0,
@@ -3649,7 +3680,7 @@ mod tests {
             aims,
         };
         let kind = |step: &Step| match &step.action {
-            Action::Aim(aim) => aim.kind(),
+            Action::Aim(aim) => Some(aim.kind()),
             _ => None,
         };
         let cut = Aim::ControllerCut {
@@ -3661,24 +3692,58 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..64 {
             let step = strike(cut.clone(), seed);
-            let redrawn = swarm_step(step.clone(), &only_moves);
+            let redrawn = swarm_step(step.clone(), &only_moves, None);
             let redrawn_kind = kind(&redrawn).expect("a kind");
             assert!(only_moves.aims.contains(&redrawn_kind), "{redrawn:?}");
             assert_eq!(
                 redrawn,
-                swarm_step(step, &only_moves),
+                swarm_step(step, &only_moves, None),
                 "from the step's seed"
             );
             seen.insert(redrawn_kind);
         }
         assert_eq!(seen.len(), 2, "both allowed kinds come up: {seen:?}");
-        // A strike of an allowed kind, a strand, and a run without a draw pass unchanged.
+        // A strike of an allowed kind and a run without a draw pass unchanged; a strand
+        // in a run that draws none is drawn again.
         let allowed = strike(cut.clone(), 3);
         let with_cuts = draw(vec![AimKind::ControllerCut]);
-        assert_eq!(swarm_step(allowed.clone(), &with_cuts), allowed);
+        assert_eq!(swarm_step(allowed.clone(), &with_cuts, None), allowed);
         let strand = strike(Aim::Strand { alone_ms: 1_000 }, 3);
-        assert_eq!(swarm_step(strand.clone(), &only_moves), strand);
-        assert_eq!(swarm_step(allowed.clone(), &draw(Vec::new())), allowed);
+        let unstranded = swarm_step(strand.clone(), &only_moves, None);
+        assert!(kind(&unstranded).is_some_and(|k| only_moves.aims.contains(&k)));
+        assert_eq!(
+            swarm_step(allowed.clone(), &draw(Vec::new()), None),
+            allowed
+        );
+        // A kind still owed a strike wins over the step's own and the run's shares.
+        for owed in AimKind::ALL {
+            for seed in 0..16 {
+                let step = swarm_step(strike(cut.clone(), seed), &only_moves, Some(owed));
+                assert_eq!(kind(&step), Some(owed), "{step:?}");
+            }
+        }
+        assert_eq!(
+            swarm_step(allowed.clone(), &only_moves, Some(AimKind::ControllerCut)),
+            allowed
+        );
+    }
+
+    #[test]
+    fn a_strand_takes_an_even_share_of_a_run_that_draws_it() {
+        let mut rng = Rng::new(21);
+        let kinds = [AimKind::Flap, AimKind::Strand, AimKind::LagMove];
+        let mut strands = 0u32;
+        for _ in 0..3_000 {
+            let aim = Aim::draw_among(&mut rng, &kinds);
+            assert!(kinds.contains(&aim.kind()), "{aim:?}");
+            strands += u32::from(aim.kind() == AimKind::Strand);
+        }
+        assert!((900..1_100).contains(&strands), "{strands} of 3000");
+        let alone = Aim::draw_among(&mut rng, &[AimKind::Strand]);
+        assert_eq!(alone.kind(), AimKind::Strand);
+        for _ in 0..500 {
+            assert_ne!(Aim::draw_among(&mut rng, &[]).kind(), AimKind::Strand);
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -18,10 +18,14 @@
 //! others left a detection run of half a minute with one strike or none. What is toggled
 //! for it is which kinds of strike it draws ([`AimKind`]), once per run rather than per
 //! period (a strike can outlast several periods): each kind is on with chance
-//! [`AIM_KIND_CHANCE`], at least one, drawn from `Rng::derive(seed, "swarm-aims", 0)`.
+//! [`AIM_KIND_CHANCE`], at least one, drawn from `Rng::derive(seed, "swarm-aims", 0)`;
+//! strands are a kind only where the system may elect a replica outside its ISR. The
+//! run's first strikes take its kinds one each, in an order drawn from the seed
+//! ([`aim_order`]), and only then by their shares: a run of half a minute makes 3 to 6
+//! strikes, and a kind with a small share was drawn for the run and never struck.
 //! Some strikes take the cluster to themselves for half a minute (a gated controller
-//! cut, a held flap, a lag move with a replica behind); a run without them is a run of many quick strikes, and a run with
-//! only them gives them the room they need.
+//! cut, a held flap, a lag move with a replica behind, a strand); a run without them is
+//! a run of many quick strikes, and a run with only them gives them the room they need.
 //!
 //! The runner ([`crate::runner`]) records each draw as a `swarm` operation of the
 //! nemesis, skips the steps of packages that are off, and stops the fault of a package
@@ -64,8 +68,10 @@ pub struct SwarmDraw {
 
 impl SwarmDraw {
     /// Period `period`'s draw among the `enabled` packages (order and duplicates do not
-    /// matter). With no package enabled every period is calm.
-    pub fn draw(seed: u64, period: u64, enabled: &[PackageKind]) -> SwarmDraw {
+    /// matter). With no package enabled every period is calm. `strands`: whether the
+    /// system may elect a replica outside its ISR, so that a run may draw strands
+    /// ([`run_aims`]).
+    pub fn draw(seed: u64, period: u64, enabled: &[PackageKind], strands: bool) -> SwarmDraw {
         let mut enabled = enabled.to_vec();
         enabled.sort();
         enabled.dedup();
@@ -100,7 +106,7 @@ impl SwarmDraw {
             }
         }
         let aims = if active.contains(&PackageKind::Aimed) {
-            run_aims(seed)
+            run_aims(seed, strands)
         } else {
             Vec::new()
         };
@@ -137,20 +143,37 @@ impl SwarmDraw {
     }
 }
 
-/// The kinds of aimed strike a run of `seed` draws: each with chance [`AIM_KIND_CHANCE`],
-/// one picked when none came up; in [`AimKind::ALL`]'s order.
-pub fn run_aims(seed: u64) -> Vec<AimKind> {
+/// The kinds of aimed strike a run of `seed` draws: each with chance [`AIM_KIND_CHANCE`]
+/// (a strand only with `strands`), one picked when none came up; in [`AimKind::ALL`]'s
+/// order.
+pub fn run_aims(seed: u64, strands: bool) -> Vec<AimKind> {
     let mut rng = Rng::derive(seed, "swarm-aims", 0);
-    let mut kinds: Vec<AimKind> = AimKind::ALL
+    let candidates: Vec<AimKind> = AimKind::ALL
         .into_iter()
+        .filter(|kind| strands || *kind != AimKind::Strand)
+        .collect();
+    let mut kinds: Vec<AimKind> = candidates
+        .iter()
+        .copied()
         .filter(|_| rng.chance(AIM_KIND_CHANCE))
         .collect();
     if kinds.is_empty() {
-        if let Some(kind) = rng.pick(&AimKind::ALL) {
+        if let Some(kind) = rng.pick(&candidates) {
             kinds.push(*kind);
         }
     }
     kinds
+}
+
+/// The order in which a run's first strikes take its `kinds` (one strike each, then
+/// [`crate::aimed::Aim::draw_among`]'s shares), from `Rng::derive(seed,
+/// "swarm-aim-order", 0)`: a kind the run drew strikes at least once whatever its share,
+/// rather than in one run in several (3 to 6 strikes of a half-minute run, of which a
+/// kind with a share of 3/16 missed most).
+pub fn aim_order(seed: u64, kinds: &[AimKind]) -> Vec<AimKind> {
+    let mut order = kinds.to_vec();
+    Rng::derive(seed, "swarm-aim-order", 0).shuffle(&mut order);
+    order
 }
 
 #[cfg(test)]
@@ -163,8 +186,8 @@ mod tests {
         for seed in [0, 1, 42, u64::MAX] {
             for period in 0..100 {
                 assert_eq!(
-                    SwarmDraw::draw(seed, period, &enabled),
-                    SwarmDraw::draw(seed, period, &enabled)
+                    SwarmDraw::draw(seed, period, &enabled, false),
+                    SwarmDraw::draw(seed, period, &enabled, false)
                 );
             }
         }
@@ -174,12 +197,16 @@ mod tests {
         shuffled.push(PackageKind::Kill);
         for period in 0..100 {
             assert_eq!(
-                SwarmDraw::draw(9, period, &enabled),
-                SwarmDraw::draw(9, period, &shuffled)
+                SwarmDraw::draw(9, period, &enabled, false),
+                SwarmDraw::draw(9, period, &shuffled, false)
             );
         }
-        let a: Vec<SwarmDraw> = (0..50).map(|p| SwarmDraw::draw(1, p, &enabled)).collect();
-        let b: Vec<SwarmDraw> = (0..50).map(|p| SwarmDraw::draw(2, p, &enabled)).collect();
+        let a: Vec<SwarmDraw> = (0..50)
+            .map(|p| SwarmDraw::draw(1, p, &enabled, false))
+            .collect();
+        let b: Vec<SwarmDraw> = (0..50)
+            .map(|p| SwarmDraw::draw(2, p, &enabled, false))
+            .collect();
         assert_ne!(a, b, "another seed, other draws");
     }
 
@@ -192,7 +219,7 @@ mod tests {
         let mut points = std::collections::BTreeMap::<String, u64>::new();
         let mut slow_on = 0u64;
         for period in 0..periods {
-            let draw = SwarmDraw::draw(77, period, &enabled);
+            let draw = SwarmDraw::draw(77, period, &enabled, false);
             assert_eq!(draw.period, period);
             if draw.calm {
                 calm += 1;
@@ -243,13 +270,13 @@ mod tests {
     #[test]
     fn one_package_is_on_whenever_the_period_is_not_calm() {
         for period in 0..2_000 {
-            let draw = SwarmDraw::draw(3, period, &[PackageKind::Pause]);
+            let draw = SwarmDraw::draw(3, period, &[PackageKind::Pause], false);
             assert_eq!(draw.calm, draw.active.is_empty());
             if !draw.calm {
                 assert_eq!(draw.active, vec![PackageKind::Pause]);
             }
         }
-        let none = SwarmDraw::draw(3, 0, &[]);
+        let none = SwarmDraw::draw(3, 0, &[], false);
         assert!(none.calm && none.active.is_empty());
     }
 
@@ -257,30 +284,56 @@ mod tests {
     fn a_run_draws_its_kinds_of_strike_once_each_on_half_the_time() {
         let enabled = PackageKind::ALL.to_vec();
         let runs = 4_000u64;
-        let mut on = std::collections::BTreeMap::<AimKind, u64>::new();
-        for seed in 0..runs {
-            let kinds = run_aims(seed);
-            assert!(!kinds.is_empty(), "at least one kind");
-            for kind in &kinds {
-                *on.entry(*kind).or_default() += 1;
-            }
-            // Every period of the run in which aimed is on has the run's kinds.
-            for period in 0..6 {
-                let draw = SwarmDraw::draw(seed, period, &enabled);
-                if draw.is_on(PackageKind::Aimed) {
-                    assert_eq!(draw.aims, kinds);
-                } else {
-                    assert!(draw.aims.is_empty());
+        for strands in [false, true] {
+            let mut on = std::collections::BTreeMap::<AimKind, u64>::new();
+            for seed in 0..runs {
+                let kinds = run_aims(seed, strands);
+                assert!(!kinds.is_empty(), "at least one kind");
+                assert!(strands || !kinds.contains(&AimKind::Strand), "{kinds:?}");
+                for kind in &kinds {
+                    *on.entry(*kind).or_default() += 1;
+                }
+                // Every period of the run in which aimed is on has the run's kinds.
+                for period in 0..6 {
+                    let draw = SwarmDraw::draw(seed, period, &enabled, strands);
+                    if draw.is_on(PackageKind::Aimed) {
+                        assert_eq!(draw.aims, kinds);
+                    } else {
+                        assert!(draw.aims.is_empty());
+                    }
                 }
             }
+            for kind in AimKind::ALL {
+                let share = on.get(&kind).copied().unwrap_or(0) as f64 / runs as f64;
+                if kind == AimKind::Strand && !strands {
+                    assert_eq!(share, 0.0);
+                    continue;
+                }
+                // ½, plus a little from the runs where none came up (1/32 or 1/64, one
+                // in five or six each).
+                assert!((0.47..0.55).contains(&share), "{kind:?}: {share}");
+            }
         }
-        for kind in AimKind::ALL {
-            let share = on.get(&kind).copied().unwrap_or(0) as f64 / runs as f64;
-            // ½, plus a little from the runs where none came up (1/32, one in five each).
-            assert!((0.47..0.55).contains(&share), "{kind:?}: {share}");
-        }
-        let without_aimed = SwarmDraw::draw(1, 0, &[PackageKind::Kill]);
+        let without_aimed = SwarmDraw::draw(1, 0, &[PackageKind::Kill], true);
         assert!(without_aimed.aims.is_empty());
+    }
+
+    #[test]
+    fn a_run_takes_each_of_its_kinds_in_a_seeded_order() {
+        let kinds = run_aims(5, true);
+        let mut firsts = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let order = aim_order(seed, &AimKind::ALL);
+            assert_eq!(order, aim_order(seed, &AimKind::ALL), "from the seed");
+            let mut sorted = order.clone();
+            sorted.sort();
+            assert_eq!(sorted, AimKind::ALL.to_vec(), "each kind once");
+            firsts.insert(order[0]);
+        }
+        assert_eq!(firsts.len(), AimKind::ALL.len(), "any kind may come first");
+        let mut sorted = aim_order(9, &kinds);
+        sorted.sort();
+        assert_eq!(sorted, kinds);
     }
 
     #[test]

@@ -1493,7 +1493,7 @@ async fn a_swarm_acts_only_in_periods_that_let_it_and_calm_periods_are_calm() {
         .filter(|e| e.invoke && e.f == "swarm")
         .map(|e| {
             let period = e.value["period"].as_u64().expect("a period");
-            let draw = SwarmDraw::draw(seed, period, &packages);
+            let draw = SwarmDraw::draw(seed, period, &packages, false);
             assert_eq!(e.value, draw.value(), "the draw of the seed and period");
             (period, draw)
         })
@@ -1556,7 +1556,7 @@ async fn a_swarm_of_calm_periods_starts_nothing() {
     // Seeds whose first periods are all calm: nothing starts.
     let packages = [PackageKind::Kill, PackageKind::Partition];
     let seed = (0..100_000u64)
-        .find(|seed| (0..5).all(|p| SwarmDraw::draw(*seed, p, &packages).calm))
+        .find(|seed| (0..5).all(|p| SwarmDraw::draw(*seed, p, &packages, false).calm))
         .expect("a seed with five calm periods");
     let control = Scripted::new();
     let journal = Arc::new(Memory::default());
@@ -2142,4 +2142,48 @@ async fn a_strand_under_way_when_the_run_stops_brings_its_leader_back_at_once() 
     nemesis.execute_checked(&stop_step()).await.unwrap();
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
     control.assert_healed();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_swarm_run_strikes_each_kind_it_drew_once_before_any_twice() {
+    use nemesis::aimed::AimKind;
+    use nemesis::swarm::{aim_order, run_aims};
+    // A seed whose run draws four kinds or more, strands among them.
+    let seed = (0..10_000u64)
+        .find(|seed| {
+            let kinds = run_aims(*seed, true);
+            kinds.len() >= 4 && kinds.contains(&AimKind::Strand)
+        })
+        .expect("a seed with four kinds");
+    let kinds = run_aims(seed, true);
+    let order = aim_order(seed, &kinds);
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let mut options = options(&[PackageKind::Aimed], seed, Some(Duration::from_secs(30)));
+    options.schedule.unclean_elections = true;
+    let nemesis = Nemesis::new(options, control.clone(), journal.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (summary, ()) = tokio::join!(nemesis.run(stop_rx), async {
+        tokio::time::sleep(Duration::from_secs(900)).await;
+        stop_tx.send(true).unwrap();
+    });
+    summary.unwrap();
+    nemesis.heal_all().await.unwrap();
+    control.assert_healed();
+    let struck: Vec<String> = journal
+        .entries()
+        .iter()
+        .filter(|e| e.invoke && e.f == "start-aimed")
+        .filter_map(|e| e.value["aim"]["aim"].as_str().map(str::to_string))
+        .collect();
+    assert!(struck.len() > kinds.len(), "{struck:?}");
+    let names: Vec<&str> = order.iter().map(|kind| kind.name()).collect();
+    assert_eq!(struck[..names.len()], names[..], "{struck:?}");
+    let allowed: BTreeSet<&str> = kinds.iter().map(|kind| kind.name()).collect();
+    for name in &struck {
+        assert!(
+            allowed.contains(name.as_str()),
+            "{name} not among {allowed:?}"
+        );
+    }
 }
