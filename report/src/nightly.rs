@@ -104,7 +104,12 @@ pub struct NightlyRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DetectSeed {
     pub seed: u64,
+    /// Whether a run the checkers judged invalid ended within the seed's limit.
     pub found: bool,
+    /// Whether the run that found it ended only after the seed's limit (it began within
+    /// it): not counted as found, though `run_id` and the rest name it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub late: bool,
     /// Seconds from the start of this seed's search to the verdict of the first run the
     /// checkers judged invalid (when found), else the seconds searched.
     pub secs: f64,
@@ -710,7 +715,11 @@ fn detect_section(summary: &NightlySummary) -> Markup {
                         @for seed in &result.seeds {
                             tr data-found=(seed.found) {
                                 td { code { (seed.seed) } }
-                                td { @if seed.found { "found" } @else { span.muted { "not found" } } }
+                                td {
+                                    @if seed.found { "found" }
+                                    @else if seed.late { span.muted { "found after the limit" } }
+                                    @else { span.muted { "not found" } }
+                                }
                                 td.n {
                                     @if !seed.found { "> " }
                                     (mm_ss(seed.secs))
@@ -926,6 +935,16 @@ fn detect_case(result: &DetectResult) -> Case {
                         seed.run_id.as_deref().unwrap_or("?"),
                         seed.anomalies.join(", ")
                     )
+                } else if seed.late {
+                    writeln!(
+                        body,
+                        "seed {}: found only after the limit, after {} in {} runs (run {}; {})",
+                        seed.seed,
+                        mm_ss(seed.secs),
+                        seed.runs,
+                        seed.run_id.as_deref().unwrap_or("?"),
+                        seed.anomalies.join(", ")
+                    )
                 } else {
                     writeln!(
                         body,
@@ -1100,6 +1119,7 @@ mod tests {
         DetectSeed {
             seed,
             found,
+            late: false,
             secs,
             runs: 3,
             run_id: found.then(|| format!("d{seed:03}")),

@@ -142,6 +142,7 @@ pub fn run(
             let mut result = DetectSeed {
                 seed,
                 found: false,
+                late: false,
                 secs: 0.0,
                 runs: 0,
                 run_id: None,
@@ -184,10 +185,17 @@ pub fn run(
                 }
             }
             result.secs = began.elapsed().as_secs_f64();
+            count_within(&mut result, limit);
             println!(
                 "{bug} seed {} ({seed}): {} after {:.0} s and {} runs",
                 index + 1,
-                if result.found { "FOUND" } else { "not found" },
+                if result.found {
+                    "FOUND"
+                } else if result.late {
+                    "found only after the limit (not counted)"
+                } else {
+                    "not found"
+                },
                 result.secs,
                 result.runs
             );
@@ -205,6 +213,16 @@ pub fn run(
     }
     print_table(&night.summary.detect);
     Ok(())
+}
+
+/// A find counts only when its run's verdict came within the seed's `limit` (seconds):
+/// a run starts only while its client phase fits, but a cluster slow to heal or a
+/// long check can take its verdict past the limit; such a find is `late`, not `found`.
+fn count_within(result: &mut DetectSeed, limit: f64) {
+    if result.found && result.secs > limit {
+        result.found = false;
+        result.late = true;
+    }
 }
 
 /// The nemesis operations of a stored run by `f`, with counts (`kill ×3`), from its
@@ -239,6 +257,8 @@ fn print_table(results: &[DetectResult]) {
             .map(|s| {
                 if s.found {
                     format!("{:.0}", s.secs)
+                } else if s.late {
+                    format!("late:{:.0}", s.secs)
                 } else {
                     format!(">{:.0}", s.secs)
                 }
@@ -258,6 +278,32 @@ fn print_table(results: &[DetectResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_find_after_the_limit_is_late_not_found() {
+        let seed = |found: bool, secs: f64| DetectSeed {
+            seed: 1,
+            found,
+            late: false,
+            secs,
+            runs: 4,
+            run_id: found.then(|| "r".to_string()),
+            anomalies: Vec::new(),
+            run_seed: None,
+            faults: Vec::new(),
+            command: None,
+        };
+        let mut within = seed(true, 599.0);
+        count_within(&mut within, 600.0);
+        assert!(within.found && !within.late);
+        let mut late = seed(true, 689.0);
+        count_within(&mut late, 600.0);
+        assert!(!late.found && late.late);
+        assert_eq!(late.run_id.as_deref(), Some("r"), "the run is still named");
+        let mut missed = seed(false, 640.0);
+        count_within(&mut missed, 600.0);
+        assert!(!missed.found && !missed.late);
+    }
 
     #[test]
     fn seeds_differ_per_bug_and_index_and_follow_the_night() {
