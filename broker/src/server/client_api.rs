@@ -99,6 +99,80 @@ fn find(node: &Node, tp: &TopicPartition) -> Result<Arc<super::partitions::Parti
     }
 }
 
+/// A produce request's body, checked: the values as the JSON text stored, whether it was
+/// a batch (`values`) or one `value`, its acks and its timeout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceBatch {
+    pub values: Vec<Vec<u8>>,
+    pub batch: bool,
+    pub acks: Acks,
+    pub timeout_ms: u64,
+}
+
+impl ProduceBatch {
+    /// Checks `body`: one of `value` and `values`, at most [`MAX_BATCH`] values, each at
+    /// most `max_value_bytes` as JSON text, a known `acks`, a `timeout_ms` within bounds.
+    pub fn from_body(body: ProduceBody, max_value_bytes: usize) -> Result<ProduceBatch, ApiError> {
+        let (values, batch) = match (body.value, body.values) {
+            (Some(value), None) => (vec![value], false),
+            (None, Some(values)) => (values, true),
+            (Some(_), Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "give either \"value\" or \"values\", not both",
+                ))
+            }
+            (None, None) => {
+                return Err(ApiError::bad_request(
+                    "the body needs \"value\" (one record) or \"values\" (a batch)",
+                ))
+            }
+        };
+        if values.is_empty() {
+            return Err(ApiError::bad_request("\"values\" is empty"));
+        }
+        if values.len() > MAX_BATCH {
+            return Err(ApiError::bad_request(format!(
+                "a batch holds at most {MAX_BATCH} values, this one has {}",
+                values.len()
+            )));
+        }
+        let acks = parse_acks(body.acks.as_ref())?;
+        let timeout_ms = match &body.timeout_ms {
+            None => DEFAULT_PRODUCE_TIMEOUT_MS,
+            Some(value) => value
+                .as_u64()
+                .filter(|ms| (1..=MAX_PRODUCE_TIMEOUT_MS).contains(ms))
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "timeout_ms must be an integer between 1 and {MAX_PRODUCE_TIMEOUT_MS}, not {value}"
+                    ))
+                })?,
+        };
+        let mut encoded = Vec::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate() {
+            let bytes = serde_json::to_vec(value)
+                .map_err(|e| ApiError::bad_request(format!("value {i} cannot be encoded: {e}")))?;
+            if bytes.len() > max_value_bytes {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "value_too_large",
+                    format!(
+                        "value {i} is {} bytes as JSON text; max_value_bytes is {max_value_bytes}",
+                        bytes.len()
+                    ),
+                ));
+            }
+            encoded.push(bytes);
+        }
+        Ok(ProduceBatch {
+            values: encoded,
+            batch,
+            acks,
+            timeout_ms,
+        })
+    }
+}
+
 fn parse_acks(acks: Option<&Value>) -> Result<Acks, ApiError> {
     let Some(acks) = acks else {
         return Ok(Acks::All);
@@ -145,58 +219,12 @@ async fn produce(
 ) -> Result<Response, ApiError> {
     let tp = parse_partition(&topic, &partition)?;
     let body: ProduceBody = parse_body(&body)?;
-    let (values, batch) = match (body.value, body.values) {
-        (Some(value), None) => (vec![value], false),
-        (None, Some(values)) => (values, true),
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "give either \"value\" or \"values\", not both",
-            ))
-        }
-        (None, None) => {
-            return Err(ApiError::bad_request(
-                "the body needs \"value\" (one record) or \"values\" (a batch)",
-            ))
-        }
-    };
-    if values.is_empty() {
-        return Err(ApiError::bad_request("\"values\" is empty"));
-    }
-    if values.len() > MAX_BATCH {
-        return Err(ApiError::bad_request(format!(
-            "a batch holds at most {MAX_BATCH} values, this one has {}",
-            values.len()
-        )));
-    }
-    let acks = parse_acks(body.acks.as_ref())?;
-    let timeout_ms = match &body.timeout_ms {
-        None => DEFAULT_PRODUCE_TIMEOUT_MS,
-        Some(value) => value
-            .as_u64()
-            .filter(|ms| (1..=MAX_PRODUCE_TIMEOUT_MS).contains(ms))
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "timeout_ms must be an integer between 1 and {MAX_PRODUCE_TIMEOUT_MS}, not {value}"
-                ))
-            })?,
-    };
-    let max = node.config.max_value_bytes;
-    let mut encoded = Vec::with_capacity(values.len());
-    for (i, value) in values.iter().enumerate() {
-        let bytes = serde_json::to_vec(value)
-            .map_err(|e| ApiError::bad_request(format!("value {i} cannot be encoded: {e}")))?;
-        if bytes.len() > max {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "value_too_large",
-                format!(
-                    "value {i} is {} bytes as JSON text; max_value_bytes is {max}",
-                    bytes.len()
-                ),
-            ));
-        }
-        encoded.push(bytes);
-    }
+    let ProduceBatch {
+        values: encoded,
+        batch,
+        acks,
+        timeout_ms,
+    } = ProduceBatch::from_body(body, node.config.max_value_bytes)?;
     let partition = find(&node, &tp)?;
     let (waiting, completion) = node.partitions.register_produce();
     let request = ProduceRequest {

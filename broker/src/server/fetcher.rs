@@ -24,8 +24,8 @@ use super::wire::{
 };
 use super::Node;
 use crate::replica::{
-    BrokerId, EpochEndOffset, FetchData, FetchRequest, ListOffsetsRequest, LogOffsets,
-    OffsetsForLeaderEpochRequest, ReplicationError,
+    BrokerId, FetchData, FetchRequest, ListOffsetsRequest, OffsetsForLeaderEpochRequest,
+    ReplicationError,
 };
 
 /// A request a follower replica wants sent to its leader.
@@ -168,15 +168,7 @@ impl Fetcher {
                 {
                     return;
                 }
-                let response = response.map(|reply| FetchData {
-                    records: reply
-                        .records
-                        .into_iter()
-                        .map(wire::WireRecord::into_record)
-                        .collect(),
-                    high_watermark: reply.high_watermark,
-                    log_start_offset: reply.log_start_offset,
-                });
+                let response = response.map(FetchReply::into_data);
                 partition.with(|r| r.on_fetch_response(&request, response, now()))
             }
             Outgoing::OffsetsForLeaderEpoch(request) => {
@@ -205,12 +197,7 @@ impl Fetcher {
                 {
                     return;
                 }
-                let response = response.map(|reply| {
-                    reply.epoch_end_offset.map(|e| EpochEndOffset {
-                        leader_epoch: e.leader_epoch,
-                        end_offset: e.end_offset,
-                    })
-                });
+                let response = response.map(OffsetsForLeaderEpochReply::into_end_offset);
                 partition
                     .with(|r| r.on_offsets_for_leader_epoch_response(&request, response, now()))
             }
@@ -233,10 +220,7 @@ impl Fetcher {
                 let Answer::Protocol(response) = answer else {
                     return;
                 };
-                let response = response.map(|reply| LogOffsets {
-                    log_start_offset: reply.log_start_offset,
-                    log_end_offset: reply.log_end_offset,
-                });
+                let response = response.map(ListOffsetsReply::into_offsets);
                 partition.with(|r| r.on_list_offsets_response(&request, response, now()))
             }
         };

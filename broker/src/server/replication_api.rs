@@ -35,10 +35,7 @@ use super::wire::{
 use super::Node;
 use crate::metadata::layout;
 use crate::replica::metadata::TopicPartition;
-use crate::replica::{
-    FetchRequest, LeaderAndIsr, LeaderAndIsrError, ListOffsetsRequest,
-    OffsetsForLeaderEpochRequest, ReplicationError,
-};
+use crate::replica::{LeaderAndIsrError, ReplicationError};
 
 pub fn router(node: Arc<Node>) -> Router {
     Router::new()
@@ -54,7 +51,7 @@ pub fn router(node: Arc<Node>) -> Router {
 }
 
 /// A topic name usable as a directory name component (Kafka's legal characters).
-pub(crate) fn validate_topic(topic: &str) -> Result<(), ApiError> {
+pub fn validate_topic(topic: &str) -> Result<(), ApiError> {
     let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if topic.is_empty() || topic.len() > 249 || topic == "." || topic == ".." {
         return Err(ApiError::bad_request(format!(
@@ -84,29 +81,8 @@ async fn leader_and_isr(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let body: LeaderAndIsrBody = parse_body(&body)?;
-    validate_topic(&body.topic)?;
-    if !body.isr.contains(&body.leader) {
-        return Err(ApiError::bad_request(format!(
-            "leader {} is not in the ISR {:?}",
-            body.leader, body.isr
-        )));
-    }
-    if let Some(unknown) = body
-        .replicas
-        .iter()
-        .chain(&body.isr)
-        .find(|id| !node.config.brokers.iter().any(|peer| peer.id == **id))
-    {
-        return Err(ApiError::bad_request(format!(
-            "broker {unknown} is not among the configured [[brokers]]"
-        )));
-    }
-    if let Some(stray) = body.isr.iter().find(|id| !body.replicas.contains(id)) {
-        return Err(ApiError::bad_request(format!(
-            "ISR member {stray} is not among the replicas {:?}",
-            body.replicas
-        )));
-    }
+    let brokers: Vec<_> = node.config.brokers.iter().map(|peer| peer.id).collect();
+    body.check_shape(&brokers)?;
     let tp = TopicPartition::new(body.topic.clone(), body.partition);
     if body.controller_epoch > node.controller_epoch_seen() || node.partitions.get(&tp).is_none() {
         confirm_in_metadata(&node, &tp, &body).await?;
@@ -121,14 +97,7 @@ async fn leader_and_isr(
             ),
         ));
     }
-    let request = LeaderAndIsr {
-        controller_epoch: body.controller_epoch,
-        leader: body.leader,
-        leader_epoch: body.leader_epoch,
-        isr: body.isr,
-        version: body.version,
-        replicas: body.replicas,
-    };
+    let request = body.to_request();
     tracing::info!(broker = node.broker_id(), partition = ?tp, ?request, "LeaderAndIsr");
     match node.leader_and_isr(tp, request).map_err(partition_error)? {
         Ok(()) => Ok(Json(json!({}))),
@@ -197,14 +166,7 @@ async fn confirm_in_metadata(
 async fn fetch(State(node): State<Arc<Node>>, body: Bytes) -> Result<Json<FetchReply>, ApiError> {
     let body: FetchBody = parse_body(&body)?;
     let partition = local_partition(&node, &body.topic, body.partition)?;
-    let request = FetchRequest {
-        replica_id: body.replica_id,
-        leader: node.broker_id(),
-        fetch_offset: body.fetch_offset,
-        current_leader_epoch: body.current_leader_epoch,
-        max_records: body.max_records.clamp(1, crate::config::MAX_FETCH_RECORDS),
-        built_in_epoch: body.current_leader_epoch.unwrap_or(0),
-    };
+    let request = body.to_request(node.broker_id());
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(node.config.replica_fetch_wait_max_ms);
     let mut changed = partition.subscribe();
@@ -277,13 +239,7 @@ async fn offsets_for_leader_epoch(
 ) -> Result<Json<OffsetsForLeaderEpochReply>, ApiError> {
     let body: OffsetsForLeaderEpochBody = parse_body(&body)?;
     let partition = local_partition(&node, &body.topic, body.partition)?;
-    let request = OffsetsForLeaderEpochRequest {
-        replica_id: body.replica_id,
-        leader: node.broker_id(),
-        requested_epoch: body.requested_epoch,
-        current_leader_epoch: body.current_leader_epoch,
-        built_in_epoch: body.current_leader_epoch.unwrap_or(0),
-    };
+    let request = body.to_request(node.broker_id());
     let reply = partition
         .inspect(|r| r.handle_offsets_for_leader_epoch(&request))
         .map_err(|e| partition_error(PartitionError::Offline(e)))?
@@ -314,12 +270,7 @@ async fn list_offsets(
 ) -> Result<Json<ListOffsetsReply>, ApiError> {
     let body: ListOffsetsBody = parse_body(&body)?;
     let partition = local_partition(&node, &body.topic, body.partition)?;
-    let request = ListOffsetsRequest {
-        replica_id: body.replica_id,
-        leader: node.broker_id(),
-        current_leader_epoch: body.current_leader_epoch,
-        built_in_epoch: body.current_leader_epoch.unwrap_or(0),
-    };
+    let request = body.to_request(node.broker_id());
     let reply = partition
         .inspect(|r| r.handle_list_offsets(&request))
         .map_err(|e| partition_error(PartitionError::Offline(e)))?

@@ -30,7 +30,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::record::{LeaderEpoch, Offset, Record};
-use crate::replica::{BrokerId, ControllerEpoch, ReplicationError, StateVersion};
+use crate::replica::{
+    BrokerId, ControllerEpoch, EpochEndOffset, FetchData, FetchRequest, LeaderAndIsr,
+    ListOffsetsRequest, LogOffsets, OffsetsForLeaderEpochRequest, ReplicationError, StateVersion,
+};
 
 /// The error body every endpoint answers with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +213,51 @@ pub struct LeaderAndIsrBody {
     pub replicas: Vec<BrokerId>,
 }
 
+impl LeaderAndIsrBody {
+    /// What a decision must be to be considered at all, whoever sent it: a legal topic
+    /// name, its leader in its ISR, its ISR among its replicas, and every replica one of
+    /// `brokers` (the configured ones). Whether it is current is the metadata's and the
+    /// core's to say.
+    pub fn check_shape(&self, brokers: &[BrokerId]) -> Result<(), ApiError> {
+        super::replication_api::validate_topic(&self.topic)?;
+        if !self.isr.contains(&self.leader) {
+            return Err(ApiError::bad_request(format!(
+                "leader {} is not in the ISR {:?}",
+                self.leader, self.isr
+            )));
+        }
+        if let Some(unknown) = self
+            .replicas
+            .iter()
+            .chain(&self.isr)
+            .find(|id| !brokers.contains(id))
+        {
+            return Err(ApiError::bad_request(format!(
+                "broker {unknown} is not among the configured [[brokers]]"
+            )));
+        }
+        if let Some(stray) = self.isr.iter().find(|id| !self.replicas.contains(id)) {
+            return Err(ApiError::bad_request(format!(
+                "ISR member {stray} is not among the replicas {:?}",
+                self.replicas
+            )));
+        }
+        Ok(())
+    }
+
+    /// The core's request.
+    pub fn to_request(&self) -> LeaderAndIsr {
+        LeaderAndIsr {
+            controller_epoch: self.controller_epoch,
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            isr: self.isr.clone(),
+            version: self.version,
+            replicas: self.replicas.clone(),
+        }
+    }
+}
+
 /// A record on the replication wire. Values are the JSON text clients wrote, so they
 /// travel as strings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,11 +294,41 @@ pub struct FetchBody {
     pub max_records: usize,
 }
 
+impl FetchBody {
+    /// The core's request, as received by `leader` (`max_records` within 1 and
+    /// [`crate::config::MAX_FETCH_RECORDS`]).
+    pub fn to_request(&self, leader: BrokerId) -> FetchRequest {
+        FetchRequest {
+            replica_id: self.replica_id,
+            leader,
+            fetch_offset: self.fetch_offset,
+            current_leader_epoch: self.current_leader_epoch,
+            max_records: self.max_records.clamp(1, crate::config::MAX_FETCH_RECORDS),
+            built_in_epoch: self.current_leader_epoch.unwrap_or(0),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FetchReply {
     pub records: Vec<WireRecord>,
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
+}
+
+impl FetchReply {
+    /// What the follower's core is given.
+    pub fn into_data(self) -> FetchData {
+        FetchData {
+            records: self
+                .records
+                .into_iter()
+                .map(WireRecord::into_record)
+                .collect(),
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log_start_offset,
+        }
+    }
 }
 
 /// `POST /v1/replication/offsets-for-leader-epoch`.
@@ -264,10 +342,33 @@ pub struct OffsetsForLeaderEpochBody {
     pub current_leader_epoch: Option<LeaderEpoch>,
 }
 
+impl OffsetsForLeaderEpochBody {
+    /// The core's request, as received by `leader`.
+    pub fn to_request(&self, leader: BrokerId) -> OffsetsForLeaderEpochRequest {
+        OffsetsForLeaderEpochRequest {
+            replica_id: self.replica_id,
+            leader,
+            requested_epoch: self.requested_epoch,
+            current_leader_epoch: self.current_leader_epoch,
+            built_in_epoch: self.current_leader_epoch.unwrap_or(0),
+        }
+    }
+}
+
 /// `epoch_end_offset` is `null` for UNDEFINED (no epoch `<=` the requested one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OffsetsForLeaderEpochReply {
     pub epoch_end_offset: Option<EpochEndOffsetWire>,
+}
+
+impl OffsetsForLeaderEpochReply {
+    /// What the follower's core is given.
+    pub fn into_end_offset(self) -> Option<EpochEndOffset> {
+        self.epoch_end_offset.map(|e| EpochEndOffset {
+            leader_epoch: e.leader_epoch,
+            end_offset: e.end_offset,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -286,10 +387,32 @@ pub struct ListOffsetsBody {
     pub current_leader_epoch: Option<LeaderEpoch>,
 }
 
+impl ListOffsetsBody {
+    /// The core's request, as received by `leader`.
+    pub fn to_request(&self, leader: BrokerId) -> ListOffsetsRequest {
+        ListOffsetsRequest {
+            replica_id: self.replica_id,
+            leader,
+            current_leader_epoch: self.current_leader_epoch,
+            built_in_epoch: self.current_leader_epoch.unwrap_or(0),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListOffsetsReply {
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
+}
+
+impl ListOffsetsReply {
+    /// What the follower's core is given.
+    pub fn into_offsets(self) -> LogOffsets {
+        LogOffsets {
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        }
+    }
 }
 
 // ----- debug API ---------------------------------------------------------------------

@@ -123,6 +123,9 @@ pub struct RaftStatus {
     pub purged_index: Option<LogIndex>,
     /// Snapshots installed from a leader since this node started.
     pub snapshots_installed: u64,
+    /// Why the Raft core stopped, when it did on its own (a storage error, a panic);
+    /// `None` while it runs or after a shutdown asked for.
+    pub fatal: Option<String>,
 }
 
 /// One node's Raft member of the metadata quorum. Stop it with [`RaftQuorum::shutdown`]
@@ -370,6 +373,10 @@ impl RaftQuorum {
             snapshot_index: metrics.snapshot.map(|l| l.index),
             purged_index: metrics.purged.map(|l| l.index),
             snapshots_installed: self.snapshots_installed.load(Ordering::SeqCst),
+            fatal: match &metrics.running_state {
+                Ok(()) | Err(openraft::error::Fatal::Stopped) => None,
+                Err(fatal) => Some(fatal.to_string()),
+            },
         }
     }
 
