@@ -412,13 +412,6 @@ impl AimKind {
         AimKind::Strand,
     ];
 
-    /// Whether its strikes wait for the node they struck to be replaced (its metadata
-    /// session expired, a successor elected: up to [`FAILOVER_WAIT`]) before they undo
-    /// and settle: a controller cut, a strand.
-    pub fn waits_out_a_failover(self) -> bool {
-        matches!(self, AimKind::ControllerCut | AimKind::Strand)
-    }
-
     /// The name the history uses (the `aim` of a strike).
     pub fn name(self) -> &'static str {
         match self {
