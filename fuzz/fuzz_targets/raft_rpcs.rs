@@ -22,16 +22,33 @@ struct Node {
     _runtime: tokio::runtime::Runtime,
     quorum: RaftQuorum,
     address: SocketAddr,
-    _dir: TempDir,
+    /// The other ports of the configuration, bound and never answered: learners that
+    /// never come.
+    _unanswered: Vec<tokio::net::TcpListener>,
 }
 
-/// The node's data directory, removed when the process ends normally.
-struct TempDir(std::path::PathBuf);
+const DIR_PREFIX: &str = "fuzz-raft-rpcs-";
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+/// The node's data directory, named after this process. libFuzzer ends the process
+/// without running destructors, so the directories of earlier processes that are gone
+/// are removed here.
+fn data_dir() -> std::path::PathBuf {
+    let temp = std::env::temp_dir();
+    if let Ok(entries) = std::fs::read_dir(&temp) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix(DIR_PREFIX) else {
+                continue;
+            };
+            let gone = pid.parse::<u32>().is_ok_and(|pid| {
+                !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            });
+            if gone {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
+    temp.join(format!("{DIR_PREFIX}{}", std::process::id()))
 }
 
 fn start() -> Node {
@@ -40,9 +57,9 @@ fn start() -> Node {
         .enable_all()
         .build()
         .expect("a runtime");
-    let dir = std::env::temp_dir().join(format!("fuzz-raft-rpcs-{}", std::process::id()));
+    let dir = data_dir();
     let _ = std::fs::remove_dir_all(&dir);
-    let (quorum, address) = runtime.block_on(async {
+    let (quorum, address, held) = runtime.block_on(async {
         let mut ports = Vec::new();
         let mut held = Vec::new();
         for _ in 0..7 {
@@ -69,15 +86,13 @@ fn start() -> Node {
         let (quorum, _client) = RaftQuorum::start(&config, metadata)
             .await
             .expect("the node starts");
-        // The other ports stay bound and unanswered: learners that never come.
-        std::mem::forget(held);
-        (quorum, ports[2])
+        (quorum, ports[2], held)
     });
     Node {
         _runtime: runtime,
         quorum,
         address,
-        _dir: TempDir(dir),
+        _unanswered: held,
     }
 }
 
