@@ -154,8 +154,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             _ => {
-                let (Some(request), Ok(reply)) =
-                    (&sent.list, parse_body::<ListOffsetsReply>(body))
+                let (Some(request), Ok(reply)) = (&sent.list, parse_body::<ListOffsetsReply>(body))
                 else {
                     continue;
                 };

@@ -40,9 +40,9 @@ fn data_dir() -> std::path::PathBuf {
             let Some(pid) = name.strip_prefix(DIR_PREFIX) else {
                 continue;
             };
-            let gone = pid.parse::<u32>().is_ok_and(|pid| {
-                !std::path::Path::new(&format!("/proc/{pid}")).exists()
-            });
+            let gone = pid
+                .parse::<u32>()
+                .is_ok_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
             if gone {
                 let _ = std::fs::remove_dir_all(entry.path());
             }

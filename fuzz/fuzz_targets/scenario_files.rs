@@ -11,6 +11,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
     if let Ok(scenario) = harness::scenario::Scenario::parse(Path::new("fuzz.toml"), text) {
-        assert!(!scenario.cluster.nodes.is_empty(), "a scenario without nodes");
+        assert!(
+            !scenario.cluster.nodes.is_empty(),
+            "a scenario without nodes"
+        );
     }
 });
