@@ -164,7 +164,7 @@ pub const LAG_WIDEN_POINT: &str = "follower_fetch_response";
 /// The chance that a flap first puts a third replica of its partition behind
 /// ([`Aim::Flap`]'s `behind_ms`): leadership then moves while that replica catches up
 /// (CrashTuner and CoFI: strike while redundancy is being restored).
-pub const FLAP_BEHIND_CHANCE: f64 = 0.5;
+pub const FLAP_BEHIND_CHANCE: f64 = 0.35;
 /// How long the third replica stays cut off after it left the ISR (it falls further
 /// behind), before the cut is healed and the moves begin.
 pub const FLAP_BEHIND_MS: (u64, u64) = (1_000, 3_000);
@@ -178,8 +178,10 @@ pub const STALE_ANSWER_POINT: &str = "after_offsets_for_leader_epoch";
 /// The chance that a flap that puts no replica behind is a held one ([`Aim::Flap`]'s
 /// `held`): a stale answer held until the moves it must outlast have taken effect,
 /// rather than for a time drawn in gaps, which a move slower than its gap (a busy
-/// controller, a slow LeaderAndIsr) makes too short.
-pub const FLAP_HELD_CHANCE: f64 = 0.6;
+/// controller, a slow LeaderAndIsr) makes too short. Most of them: of 11 flaps in a
+/// KAFKA-7040 search at ½ behind and 0.6 held, 3 were held (both that completed found
+/// it) and 7 behind (none did).
+pub const FLAP_HELD_CHANCE: f64 = 0.75;
 /// How long a held flap waits for each of its stages ([`HeldStage`]) before it goes on
 /// all the same: longer than a leadership move takes on a loaded cluster, short enough
 /// that a stage that cannot happen (no writes to the partition, a truncation that asks
@@ -1061,18 +1063,18 @@ mod tests {
         // controller (no strike) + 2 after a change + 4 on a lag + a move to a lagging
         // follower + a flap (no strike).
         assert_eq!(kinds.len(), 9, "{kinds:?}");
-        // Three draws in eight are flaps (1,125); half of them put a third replica
-        // behind first, always with a stale answer (562); of the others, 60% are held
-        // (337), and of the rest a quarter are plain (56), half stale answers (112), a
-        // quarter slow elsewhere (56).
+        // Three draws in eight are flaps (1,125); 35% of them put a third replica
+        // behind first, always with a stale answer (394); of the others, 75% are held
+        // (548), and of the rest a quarter are plain (46), half stale answers (91), a
+        // quarter slow elsewhere (46).
         assert!(
-            (30..90).contains(&plain_flaps)
-                && (600..750).contains(&stale_flaps)
-                && (30..90).contains(&slow_flaps)
-                && (280..400).contains(&held_flaps),
+            (20..80).contains(&plain_flaps)
+                && (420..560).contains(&stale_flaps)
+                && (20..80).contains(&slow_flaps)
+                && (480..620).contains(&held_flaps),
             "{plain_flaps} {stale_flaps} {slow_flaps} {held_flaps}"
         );
-        assert!((480..650).contains(&watching_flaps), "{watching_flaps}");
+        assert!((330..460).contains(&watching_flaps), "{watching_flaps}");
         // Three in sixteen are controller cuts (562), two thirds of them gated.
         assert!((480..650).contains(&cuts), "{cuts}");
         // One in sixteen strikes on a lag (187), five move to the lagging follower (937),

@@ -48,8 +48,12 @@ pub const CALM_CHANCE: f64 = 0.25;
 pub const ON_CHANCE: f64 = 0.5;
 /// The chance that a delay point may be armed in a period in which `slow` is on.
 pub const POINT_CHANCE: f64 = 0.5;
-/// The chance that a kind of aimed strike is drawn in a run.
-pub const AIM_KIND_CHANCE: f64 = 0.5;
+/// The chance that a kind of aimed strike is drawn in a run. Not a half, as the other
+/// packages' chances are: a kind left out of a run is a run that cannot find what only
+/// it finds (with controller cuts in half the runs, KAFKA-3083 searches went from 5 of
+/// 5 seeds found to 2 of 4 and 3 of 5), while a run of 45 to 90 s makes three to five strikes, room for about as
+/// many kinds; three in ten runs still leave each kind out.
+pub const AIM_KIND_CHANCE: f64 = 0.7;
 
 /// Which faults one period of a swarm run lets happen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -284,7 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_draws_its_kinds_of_strike_once_each_on_half_the_time() {
+    fn a_run_draws_its_kinds_of_strike_once_each_with_its_chance() {
         let enabled = PackageKind::ALL.to_vec();
         let runs = 4_000u64;
         for strands in [false, true] {
@@ -312,9 +316,9 @@ mod tests {
                     assert_eq!(share, 0.0);
                     continue;
                 }
-                // ½, plus a little from the runs where none came up (1/32 or 1/64, one
-                // in five or six each).
-                assert!((0.47..0.55).contains(&share), "{kind:?}: {share}");
+                // 0.7, plus a little from the runs where none came up (0.3⁵ or 0.3⁶,
+                // one in five or six each).
+                assert!((0.67..0.74).contains(&share), "{kind:?}: {share}");
             }
         }
         let without_aimed = SwarmDraw::draw(1, 0, &[PackageKind::Kill], true);

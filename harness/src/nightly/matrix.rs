@@ -151,13 +151,14 @@ impl Cell {
     /// hosts are there (`max_nodes`, at least 3). Every dimension is drawn whatever the
     /// others came to, so a cell's draws do not depend on `max_nodes`.
     pub fn draw(rng: &mut Rng, max_time_limit_secs: f64, max_nodes: u32) -> Cell {
-        Cell::draw_timed(rng, MIN_TIME_LIMIT_SECS, max_time_limit_secs, max_nodes)
+        let longest = max_time_limit_secs.min(MAX_TIME_LIMIT_SECS);
+        Cell::draw_timed(rng, MIN_TIME_LIMIT_SECS, longest, max_nodes)
     }
 
     /// [`Cell::draw`] with a client phase between `shortest` and `longest` seconds (both
-    /// kept within [`MIN_TIME_LIMIT_SECS`] and [`MAX_TIME_LIMIT_SECS`]; `longest` wins
-    /// when they cross). The same draws as [`Cell::draw`] in the same order: only the
-    /// phase's span differs.
+    /// at least [`MIN_TIME_LIMIT_SECS`]; `longest` wins when they cross; a detection run
+    /// may be longer than the matrix's [`MAX_TIME_LIMIT_SECS`]). The same draws as
+    /// [`Cell::draw`] in the same order: only the phase's span differs.
     pub fn draw_timed(rng: &mut Rng, shortest: f64, longest: f64, max_nodes: u32) -> Cell {
         let workload = if rng.percent(75) { "log" } else { "register" };
         let nemesis = pick(rng, NEMESIS_MIXES);
@@ -194,7 +195,7 @@ impl Cell {
         let partitions = 1 + rng.below(6) as u32;
         // 2 to 8 s between steps, in tenths.
         let nemesis_interval_secs = (20 + rng.below(61)) as f64 / 10.0;
-        let longest = longest.clamp(MIN_TIME_LIMIT_SECS, MAX_TIME_LIMIT_SECS);
+        let longest = longest.max(MIN_TIME_LIMIT_SECS);
         let shortest = shortest.clamp(MIN_TIME_LIMIT_SECS, longest);
         let span = (longest - shortest).round() as u64;
         let time_limit_secs = shortest + rng.below(span + 1) as f64;
@@ -520,6 +521,14 @@ mod tests {
         // Crossed bounds: the longest wins.
         let c = Cell::draw_timed(&mut Rng::new(3), 50.0, 20.0, 5);
         assert_eq!(c.time_limit_secs, 20.0);
+        // A timed draw may go past the matrix's longest phase; a plain one may not.
+        let mut long = Rng::new(4);
+        let d = Cell::draw_timed(&mut long, 100.0, 120.0, 5);
+        assert!((100.0..=120.0).contains(&d.time_limit_secs), "{d:?}");
+        for _ in 0..50 {
+            let e = Cell::draw(&mut long, 600.0, 5);
+            assert!(e.time_limit_secs <= MAX_TIME_LIMIT_SECS, "{e:?}");
+        }
     }
 
     #[test]
