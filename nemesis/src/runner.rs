@@ -589,7 +589,7 @@ pub const SWARM_F: &str = "swarm";
 /// What the package tasks of a swarm run share: the period of the moment, one turn
 /// per package (held while a step of the package runs, or its fault is stopped at a
 /// boundary), and the kinds of aimed strike the run still owes one strike each
-/// ([`crate::swarm::aim_order`]).
+/// ([`crate::swarm::aim_order`]), with those already owed a second time.
 struct Swarm {
     seed: u64,
     period: Duration,
@@ -597,7 +597,15 @@ struct Swarm {
     strands: bool,
     current: Mutex<SwarmDraw>,
     turns: BTreeMap<PackageKind, tokio::sync::Mutex<()>>,
-    owed: Mutex<VecDeque<AimKind>>,
+    owed: Mutex<Owed>,
+}
+
+/// The kinds of aimed strike a swarm run still owes a strike, in order, and those owed
+/// again once already ([`Swarm::owe_again`]).
+#[derive(Debug, Default)]
+struct Owed {
+    queue: VecDeque<AimKind>,
+    again: BTreeSet<AimKind>,
 }
 
 impl Swarm {
@@ -612,7 +620,10 @@ impl Swarm {
             seed,
             period,
             strands,
-            owed: Mutex::new(owed.into()),
+            owed: Mutex::new(Owed {
+                queue: owed.into(),
+                again: BTreeSet::new(),
+            }),
             current: Mutex::new(SwarmDraw::draw(seed, 0, &enabled, strands)),
             turns: enabled
                 .iter()
@@ -639,9 +650,32 @@ impl Swarm {
     /// The next kind the run owes a strike of, taken off the list (`None` once each
     /// has had its strike).
     fn take_owed(&self) -> Option<AimKind> {
+        self.owed().queue.pop_front()
+    }
+
+    /// Owes `kind` a strike again, after the kinds still owed one, when its owed strike
+    /// found nothing to strike (`no-target`: no change or lag within the watch, no
+    /// controller acting as one): a kind drawn for the run then strikes in it after all,
+    /// the moment it waits for having had time to come. Once per kind and run, so that a
+    /// kind whose moment never comes in this cluster does not hold the others' shares.
+    fn owe_again(&self, kind: AimKind) {
+        let mut owed = self.owed();
+        if owed.again.insert(kind) {
+            owed.queue.push_back(kind);
+        }
+    }
+
+    fn owed(&self) -> std::sync::MutexGuard<'_, Owed> {
         match self.owed.lock() {
-            Ok(mut owed) => owed.pop_front(),
-            Err(poisoned) => poisoned.into_inner().pop_front(),
+            Ok(owed) => owed,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Returns once the current period is not calm (at once when it is not).
+    async fn calm_over(&self) {
+        while self.current().calm {
+            tokio::time::sleep(aimed::POLL).await;
         }
     }
 
@@ -729,8 +763,11 @@ async fn raised(receiver: &mut watch::Receiver<bool>) {
     }
 }
 
+/// How the error of a step that found nothing to act on begins.
+const NO_TARGET: &str = "no-target:";
+
 fn no_target(error: &TargetError) -> String {
-    format!("no-target: {error}")
+    format!("{NO_TARGET} {error}")
 }
 
 /// `"<what> failed on n1: ...; n3: ..."`, or `None` when nothing failed.
@@ -842,11 +879,27 @@ impl Worker {
     ) -> Result<NemesisSummary, JournalError> {
         let mut summary = NemesisSummary::default();
         for step in schedule {
+            let swarmed_strike = swarm.is_some() && matches!(step.action, Action::Aim(_));
+            let delay = if swarmed_strike {
+                aimed::swarm_gap(step.delay, step.seed)
+            } else {
+                step.delay
+            };
             tokio::select! {
                 biased;
                 () = raised(&mut stop) => break,
                 () = raised(&mut abort) => break,
-                () = tokio::time::sleep(step.delay) => {}
+                () = tokio::time::sleep(delay) => {}
+            }
+            if let (Some(swarm), true) = (&swarm, swarmed_strike) {
+                // A strike that falls in a calm period waits for its end instead of
+                // being dropped (the package's turn is not held meanwhile).
+                tokio::select! {
+                    biased;
+                    () = raised(&mut stop) => break,
+                    () = raised(&mut abort) => break,
+                    () = swarm.calm_over() => {}
+                }
             }
             if !step.action.is_stop() && self.state().held_off(package) {
                 continue;
@@ -1034,7 +1087,15 @@ impl Worker {
             _ => None,
         };
         let step = swarm_step(step, &draw, owed);
-        Ok(Some(self.execute_in(&step, Some(draw.period)).await?))
+        let completed = self.execute_in(&step, Some(draw.period)).await?;
+        let missed = completed
+            .error
+            .as_deref()
+            .is_some_and(|error| error.starts_with(NO_TARGET));
+        if let (Some(kind), true) = (owed, missed) {
+            swarm.owe_again(kind);
+        }
+        Ok(Some(completed))
     }
 
     /// The swarm's periods after the first, until `stop` or `abort`: at each boundary
@@ -3726,6 +3787,42 @@ mod tests {
             swarm_step(allowed.clone(), &only_moves, Some(AimKind::ControllerCut)),
             allowed
         );
+    }
+
+    #[test]
+    fn a_kind_whose_owed_strike_found_nothing_is_owed_once_more_after_the_others() {
+        let enabled: BTreeSet<PackageKind> = [PackageKind::Aimed, PackageKind::Kill].into();
+        let seed = (0..1_000u64)
+            .find(|seed| crate::swarm::run_aims(*seed, false).len() >= 3)
+            .expect("a seed with three kinds");
+        let swarm = Swarm::new(seed, Duration::from_secs(10), &enabled, false);
+        let order = crate::swarm::aim_order(seed, &crate::swarm::run_aims(seed, false));
+        let first = swarm.take_owed().expect("a first kind");
+        assert_eq!(first, order[0]);
+        swarm.owe_again(first);
+        swarm.owe_again(first);
+        let mut rest = Vec::new();
+        while let Some(kind) = swarm.take_owed() {
+            rest.push(kind);
+        }
+        let mut expected = order[1..].to_vec();
+        expected.push(first);
+        assert_eq!(
+            rest, expected,
+            "owed again once, after the kinds still owed"
+        );
+        swarm.owe_again(first);
+        assert_eq!(swarm.take_owed(), None, "once per kind and run");
+        swarm.owe_again(order[1]);
+        assert_eq!(swarm.take_owed(), Some(order[1]));
+        // A run without the aimed package owes nothing.
+        let without = Swarm::new(
+            seed,
+            Duration::from_secs(10),
+            &[PackageKind::Kill].into(),
+            false,
+        );
+        assert_eq!(without.take_owed(), None);
     }
 
     #[test]

@@ -2187,3 +2187,41 @@ async fn a_swarm_run_strikes_each_kind_it_drew_once_before_any_twice() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_swarm_strike_that_falls_in_a_calm_period_waits_for_its_end() {
+    // A seed whose first two periods are calm and whose third is not: the run's first
+    // strike, due within the first period, waits out both calms and strikes as the
+    // third period begins, rather than being dropped and struck a gap or more later.
+    let packages = [PackageKind::Aimed];
+    let seed = (0..100_000u64)
+        .find(|seed| {
+            let calm = |p| SwarmDraw::draw(*seed, p, &packages, false).calm;
+            calm(0) && calm(1) && !calm(2)
+        })
+        .expect("a seed with two calm periods first");
+    let control = Scripted::new();
+    let journal = Arc::new(Memory::default());
+    let nemesis = Nemesis::new(
+        options(&packages, seed, Some(Duration::from_secs(20))),
+        control.clone(),
+        journal.clone(),
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (summary, ()) = tokio::join!(nemesis.run(stop_rx), async {
+        // Just past the start of the third period: time for the calm to be seen over
+        // (polled every aimed::POLL), not for another strike gap (at least 0.5 s).
+        tokio::time::sleep(Duration::from_millis(40_400)).await;
+        stop_tx.send(true).unwrap();
+    });
+    summary.unwrap();
+    nemesis.heal_all().await.unwrap();
+    control.assert_healed();
+    let strikes: Vec<Entry> = journal
+        .entries()
+        .into_iter()
+        .filter(|e| e.invoke && e.f == "start-aimed")
+        .collect();
+    assert_eq!(strikes.len(), 1, "{strikes:?}");
+    assert_eq!(strikes[0].value["swarm_period"], json!(2), "{strikes:?}");
+}

@@ -925,34 +925,30 @@ fn detect_case(result: &DetectResult) -> Case {
         Some(message) => {
             let mut body = String::new();
             for seed in &result.seeds {
-                let _ = if seed.found {
-                    writeln!(
-                        body,
-                        "seed {}: found after {} in {} runs (run {}; {})",
-                        seed.seed,
-                        mm_ss(seed.secs),
-                        seed.runs,
-                        seed.run_id.as_deref().unwrap_or("?"),
-                        seed.anomalies.join(", ")
-                    )
+                let found = if seed.found {
+                    Some("found")
                 } else if seed.late {
-                    writeln!(
+                    Some("found only after the limit,")
+                } else {
+                    None
+                };
+                let _ = match found {
+                    Some(found) => writeln!(
                         body,
-                        "seed {}: found only after the limit, after {} in {} runs (run {}; {})",
+                        "seed {}: {found} after {} in {} runs (run {}; {})",
                         seed.seed,
                         mm_ss(seed.secs),
                         seed.runs,
                         seed.run_id.as_deref().unwrap_or("?"),
                         seed.anomalies.join(", ")
-                    )
-                } else {
-                    writeln!(
+                    ),
+                    None => writeln!(
                         body,
                         "seed {}: not found in {} of search ({} runs)",
                         seed.seed,
                         mm_ss(seed.secs),
                         seed.runs
-                    )
+                    ),
                 };
             }
             let kind = if result.median_secs.is_none() {
