@@ -46,7 +46,7 @@ pub fn min_insync_replicas(settings: &[String]) -> u32 {
 pub fn durability_waiver(settings: &[String]) -> Option<String> {
     let table = table_of(settings);
     let mut reasons = Vec::new();
-    if table.get("truncation_mode").and_then(toml::Value::as_str) == Some("hw") {
+    if hw_truncation_in(&table) {
         reasons.push(
             "truncation_mode = \"hw\": before KIP-101 a follower that comes back cuts its log \
              to its own high watermark, which lags the leader's, and a leader change can then \
@@ -60,6 +60,17 @@ pub fn durability_waiver(settings: &[String]) -> Option<String> {
         );
     }
     (!reasons.is_empty()).then(|| reasons.join("; "))
+}
+
+/// Whether a follower under `settings` cuts its log to its own high watermark after a
+/// leadership change (`truncation_mode = "hw"`, before KIP-101) instead of asking its
+/// leader where their logs diverge (OffsetsForLeaderEpoch, the default).
+pub fn truncates_to_high_watermark(settings: &[String]) -> bool {
+    hw_truncation_in(&table_of(settings))
+}
+
+fn hw_truncation_in(table: &toml::Table) -> bool {
+    table.get("truncation_mode").and_then(toml::Value::as_str) == Some("hw")
 }
 
 /// Whether a broker under `settings` may elect a replica outside the ISR
@@ -230,6 +241,18 @@ mod tests {
             ])),
             None
         );
+    }
+
+    #[test]
+    fn followers_ask_where_logs_diverge_unless_they_truncate_to_the_high_watermark() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let asks = |settings: &[&str]| sut::Db::asks_divergence(&BrokerDb, &s(settings));
+        assert!(asks(&[]));
+        assert!(asks(&["truncation_mode=epoch", "unclean_leader_election=true"]));
+        assert!(!asks(&["truncation_mode=hw"]));
+        assert!(!asks(&["truncation_mode = \"hw\""]));
+        // The last setting wins.
+        assert!(asks(&["truncation_mode=hw", "truncation_mode=epoch"]));
     }
 
     #[test]

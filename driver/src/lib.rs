@@ -120,6 +120,10 @@ impl Db for BrokerDb {
         config::unclean_leader_election(settings)
     }
 
+    fn asks_divergence(&self, settings: &[String]) -> bool {
+        !config::truncates_to_high_watermark(settings)
+    }
+
     fn failures_tolerated(&self, settings: &[String], replication_factor: u32) -> u32 {
         replication_factor.saturating_sub(config::min_insync_replicas(settings))
     }

@@ -196,6 +196,13 @@ fn nemesis_options(plan: &WorkloadPlan, seed: u64, cluster: &Cluster) -> Nemesis
             let settings: Vec<String> = spec.settings.iter().chain(own).cloned().collect();
             cluster.db.elects_out_of_sync(&settings)
         });
+    // One node that cuts to its high watermark is enough to make a held question moot
+    // there; every node must ask.
+    let asks_divergence = cluster.db.asks_divergence(&spec.settings)
+        && spec.node_settings.values().all(|own| {
+            let settings: Vec<String> = spec.settings.iter().chain(own).cloned().collect();
+            cluster.db.asks_divergence(&settings)
+        });
     NemesisOptions {
         packages: plan.nemesis.packages.clone(),
         schedule: ScheduleOptions {
@@ -204,6 +211,7 @@ fn nemesis_options(plan: &WorkloadPlan, seed: u64, cluster: &Cluster) -> Nemesis
             targets: plan.nemesis.targets.clone(),
             wipe: plan.nemesis.wipe,
             unclean_elections,
+            asks_divergence,
         },
         swarm: plan.nemesis.swarm,
     }

@@ -310,6 +310,7 @@ impl Rig {
                 targets: TargetSpec::defaults(),
                 wipe: false,
                 unclean_elections: false,
+                asks_divergence: true,
             },
             swarm: None,
         };

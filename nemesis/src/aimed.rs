@@ -164,7 +164,11 @@ pub const LAG_WIDEN_POINT: &str = "follower_fetch_response";
 /// The chance that a flap first puts a third replica of its partition behind
 /// ([`Aim::Flap`]'s `behind_ms`): leadership then moves while that replica catches up
 /// (CrashTuner and CoFI: strike while redundancy is being restored).
-pub const FLAP_BEHIND_CHANCE: f64 = 0.35;
+///
+/// A fifth: the behind flaps caught KAFKA-7128 once in the searches, the held ones (drawn
+/// from the others) caught KAFKA-7040 every time they reached all their stages, and lag
+/// moves with a replica behind already strike while redundancy is being restored.
+pub const FLAP_BEHIND_CHANCE: f64 = 0.2;
 /// How long the third replica stays cut off after it left the ISR (it falls further
 /// behind), before the cut is healed and the moves begin.
 pub const FLAP_BEHIND_MS: (u64, u64) = (1_000, 3_000);
@@ -180,8 +184,9 @@ pub const STALE_ANSWER_POINT: &str = "after_offsets_for_leader_epoch";
 /// rather than for a time drawn in gaps, which a move slower than its gap (a busy
 /// controller, a slow LeaderAndIsr) makes too short. Most of them: of 11 flaps in a
 /// KAFKA-7040 search at ½ behind and 0.6 held, 3 were held (both that completed found
-/// it) and 7 behind (none did).
-pub const FLAP_HELD_CHANCE: f64 = 0.75;
+/// it) and 7 behind (none did); at 0.35 behind and 0.75 held, every held flap that ran in
+/// a cluster whose followers ask where their logs diverge reached all its stages.
+pub const FLAP_HELD_CHANCE: f64 = 0.85;
 /// How long a held flap waits for each of its stages ([`HeldStage`]) before it goes on
 /// all the same: longer than a leadership move takes on a loaded cluster, short enough
 /// that a stage that cannot happen (no writes to the partition, a truncation that asks
@@ -211,6 +216,39 @@ pub enum HeldStage {
     /// Leadership away again: the first leader follows in its own view, and the answer
     /// is released, now describing a log that changed twice since it was asked.
     AwayAgain,
+}
+
+/// The points on the round trip in which a follower asks its leader where their logs
+/// diverge (OffsetsForLeaderEpoch): only a system whose followers ask
+/// ([`SystemTraits::asks_divergence`]) ever reaches them.
+pub const DIVERGENCE_POINTS: &[&str] = &[
+    QUESTION_POINT,
+    STALE_ANSWER_POINT,
+    "leader_offsets_for_leader_epoch",
+];
+
+/// What the system under test does that decides which strikes can work on it, read by
+/// the harness from its settings (never from a bug switch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SystemTraits {
+    /// It may elect a replica outside its in-sync set (Kafka's unclean leader election):
+    /// a strand ([`Aim::Strand`]) can complete there.
+    pub unclean_elections: bool,
+    /// After a leadership change a follower asks its leader where their logs diverge
+    /// (Kafka's OffsetsForLeaderEpoch, KIP-101) rather than cutting its log to its high
+    /// watermark: only then can a flap hold or delay that question and its answer
+    /// ([`DIVERGENCE_POINTS`]).
+    pub asks_divergence: bool,
+}
+
+impl Default for SystemTraits {
+    /// No unclean elections; followers ask where their logs diverge (Kafka's defaults).
+    fn default() -> SystemTraits {
+        SystemTraits {
+            unclean_elections: false,
+            asks_divergence: true,
+        }
+    }
 }
 
 /// The points a slow flap delays: the round trips a replica makes right after a
@@ -440,12 +478,13 @@ impl Aim {
         }
     }
 
-    /// A strike of one of `kinds` (an empty `kinds` allows every kind but a strand).
+    /// A strike of one of `kinds` (an empty `kinds` allows every kind but a strand) on
+    /// `system` (its strands are the ones of `kinds`).
     /// A strand, when among them, with an even share (one in `kinds.len()`; alone for
     /// [`STRAND_ALONE_MS`]); otherwise drawn as [`Aim::draw`] without strands until its
     /// kind is among them: each kind keeps its own parameters' distribution, and the
     /// kinds' shares are [`Aim::draw`]'s renormalized.
-    pub fn draw_among(rng: &mut Rng, kinds: &[AimKind]) -> Aim {
+    pub fn draw_among(rng: &mut Rng, kinds: &[AimKind], system: SystemTraits) -> Aim {
         let others = kinds
             .iter()
             .filter(|kind| **kind != AimKind::Strand)
@@ -456,7 +495,11 @@ impl Aim {
             };
         }
         loop {
-            let aim = Aim::draw(rng, false);
+            let without_strands = SystemTraits {
+                unclean_elections: false,
+                ..system
+            };
+            let aim = Aim::draw(rng, without_strands);
             if kinds.is_empty() || kinds.contains(&aim.kind()) {
                 return aim;
             }
@@ -513,11 +556,14 @@ impl Aim {
     /// with chance ½ (a cut's request a transfer with chance ¾); waits uniform in [`WATCH_MS`], requests after
     /// [`REQUEST_AFTER_MS`].
     ///
-    /// With `unclean_elections` (the system may elect a replica outside the ISR), a
-    /// strand with chance [`STRAND_CHANCE`] first (alone for [`STRAND_ALONE_MS`]), else
-    /// as without.
-    pub fn draw(rng: &mut Rng, unclean_elections: bool) -> Aim {
-        if unclean_elections && rng.chance(STRAND_CHANCE) {
+    /// Where the system may elect a replica outside the ISR
+    /// ([`SystemTraits::unclean_elections`]), a strand with chance [`STRAND_CHANCE`]
+    /// first (alone for [`STRAND_ALONE_MS`]), else as without. Where its followers do not
+    /// ask where their logs diverge ([`SystemTraits::asks_divergence`]), no flap is held
+    /// and a flap's delay is never at a [`DIVERGENCE_POINTS`] point (a stale answer is
+    /// then a delay elsewhere on any replica).
+    pub fn draw(rng: &mut Rng, system: SystemTraits) -> Aim {
+        if system.unclean_elections && rng.chance(STRAND_CHANCE) {
             return Aim::Strand {
                 alone_ms: rng.between(STRAND_ALONE_MS.0, STRAND_ALONE_MS.1),
             };
@@ -529,7 +575,8 @@ impl Aim {
                 let gap_ms = rng.between(FLAP_GAP_MS.0, FLAP_GAP_MS.1);
                 let behind = rng.between(FLAP_BEHIND_MS.0, FLAP_BEHIND_MS.1);
                 let behind_ms = rng.chance(FLAP_BEHIND_CHANCE).then_some(behind);
-                let held = behind_ms.is_none() && rng.chance(FLAP_HELD_CHANCE);
+                let asks = system.asks_divergence;
+                let held = asks && behind_ms.is_none() && rng.chance(FLAP_HELD_CHANCE);
                 if held {
                     return Aim::Flap {
                         moves,
@@ -543,7 +590,8 @@ impl Aim {
                 // held in its truncation (the new leader's HW waits for it): always a
                 // stale answer then.
                 let slow = (behind_ms.is_some() || rng.chance(FLAP_SLOW_CHANCE)).then(|| {
-                    if behind_ms.is_some() || rng.chance(FLAP_STALE_CHANCE) {
+                    let stale = behind_ms.is_some() || rng.chance(FLAP_STALE_CHANCE);
+                    if stale && asks {
                         let gaps = FLAP_STALE_GAPS.0
                             + (FLAP_STALE_GAPS.1 - FLAP_STALE_GAPS.0) * rng.unit();
                         FlapDelay {
@@ -555,7 +603,12 @@ impl Aim {
                             on: FlapSlowed::SteppingDown,
                         }
                     } else {
-                        let point = rng.pick(FLAP_POINTS).copied().unwrap_or(FLAP_POINTS[0]);
+                        let points: Vec<&str> = FLAP_POINTS
+                            .iter()
+                            .copied()
+                            .filter(|point| asks || !DIVERGENCE_POINTS.contains(point))
+                            .collect();
+                        let point = rng.pick(&points).copied().unwrap_or(FLAP_POINTS[0]);
                         FlapDelay {
                             delay: crate::slow::Delay {
                                 point: point.to_string(),
@@ -980,8 +1033,14 @@ mod tests {
         let draws = 3_000;
         for index in 0..draws {
             let mut rng = Rng::derive(11, "aimed", index);
-            let aim = Aim::draw(&mut rng, false);
-            assert_eq!(aim, Aim::draw(&mut Rng::derive(11, "aimed", index), false));
+            let aim = Aim::draw(&mut rng, SystemTraits::default());
+            assert_eq!(
+                aim,
+                Aim::draw(
+                    &mut Rng::derive(11, "aimed", index),
+                    SystemTraits::default()
+                )
+            );
             kinds.insert(format!(
                 "{} {}",
                 aim.target_name(),
@@ -1106,18 +1165,18 @@ mod tests {
         // controller (no strike) + 2 after a change + 4 on a lag + a move to a lagging
         // follower + a flap (no strike).
         assert_eq!(kinds.len(), 9, "{kinds:?}");
-        // Three draws in eight are flaps (1,125); 35% of them put a third replica
-        // behind first, always with a stale answer (394); of the others, 75% are held
-        // (548), and of the rest a quarter are plain (46), half stale answers (91), a
-        // quarter slow elsewhere (46).
+        // Three draws in eight are flaps (1,125); 20% of them put a third replica
+        // behind first, always with a stale answer (225); of the others, 85% are held
+        // (765), and of the rest a quarter are plain (34), half stale answers (67), a
+        // quarter slow elsewhere (34).
         assert!(
-            (20..80).contains(&plain_flaps)
-                && (420..560).contains(&stale_flaps)
-                && (20..80).contains(&slow_flaps)
-                && (480..620).contains(&held_flaps),
+            (15..60).contains(&plain_flaps)
+                && (240..350).contains(&stale_flaps)
+                && (15..60).contains(&slow_flaps)
+                && (700..880).contains(&held_flaps),
             "{plain_flaps} {stale_flaps} {slow_flaps} {held_flaps}"
         );
-        assert!((330..460).contains(&watching_flaps), "{watching_flaps}");
+        assert!((180..275).contains(&watching_flaps), "{watching_flaps}");
         // Three in sixteen are controller cuts (562), two thirds of them gated.
         assert!((480..650).contains(&cuts), "{cuts}");
         // One in sixteen strikes on a lag (187), five move to the lagging follower (937),
@@ -1135,6 +1194,54 @@ mod tests {
         );
         let share = f64::from(calm) / draws as f64;
         assert!((0.30..0.37).contains(&share), "calm before {share}");
+    }
+
+    #[test]
+    fn where_followers_do_not_ask_where_logs_diverge_no_flap_holds_or_delays_that_question() {
+        let system = SystemTraits {
+            unclean_elections: false,
+            asks_divergence: false,
+        };
+        let (mut flaps, mut slowed, mut behind) = (0u32, 0u32, 0u32);
+        for index in 0..3_000 {
+            let aim = Aim::draw(&mut Rng::derive(13, "aimed", index), system);
+            let Aim::Flap {
+                slow,
+                held,
+                behind_ms,
+                ..
+            } = &aim
+            else {
+                continue;
+            };
+            flaps += 1;
+            assert!(!held, "{aim:?}");
+            behind += u32::from(behind_ms.is_some());
+            if let Some(FlapDelay { delay, on }) = slow {
+                slowed += 1;
+                assert_eq!(*on, FlapSlowed::AnyReplica, "{aim:?}");
+                assert!(FLAP_POINTS.contains(&delay.point.as_str()), "{aim:?}");
+                assert!(
+                    !DIVERGENCE_POINTS.contains(&delay.point.as_str()),
+                    "{aim:?}"
+                );
+            }
+            assert!(behind_ms.is_none() || slow.is_some(), "{aim:?}");
+        }
+        // The same three in eight are flaps, a fifth of them with a replica behind (each
+        // slowed elsewhere) and three in four of the others slowed.
+        assert!((1_020..1_230).contains(&flaps), "{flaps}");
+        assert!((180..275).contains(&behind), "{behind}");
+        assert!((820..980).contains(&slowed), "{slowed} of {flaps}");
+        // Where they do ask, the same streams draw the same strikes as ever.
+        for index in 0..200 {
+            let asking = SystemTraits::default();
+            let aim = Aim::draw(&mut Rng::derive(13, "aimed", index), asking);
+            if let Aim::Flap { held: true, .. } = aim {
+                return;
+            }
+        }
+        panic!("no held flap in 200 draws where followers ask");
     }
 
     #[test]
@@ -1160,7 +1267,11 @@ mod tests {
         let draws = 3_000;
         let mut strands = 0;
         for index in 0..draws {
-            let aim = Aim::draw(&mut Rng::derive(12, "aimed", index), true);
+            let system = SystemTraits {
+                unclean_elections: true,
+                ..SystemTraits::default()
+            };
+            let aim = Aim::draw(&mut Rng::derive(12, "aimed", index), system);
             match &aim {
                 Aim::Strand { alone_ms } => {
                     strands += 1;

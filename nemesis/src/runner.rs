@@ -51,7 +51,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::aimed::{self, Aim, AimKind, CutRequest, LagTarget, Strike};
+use crate::aimed::{self, Aim, AimKind, CutRequest, LagTarget, Strike, SystemTraits};
 use crate::control::{AdminAction, BoxFuture, ClusterControl, Journal, JournalError};
 use crate::grudge::{Grudge, Ports, Shape};
 use crate::package::PackageKind;
@@ -335,7 +335,7 @@ impl Nemesis {
                     self.options.schedule.seed,
                     period,
                     &packages,
-                    self.options.schedule.unclean_elections,
+                    self.options.schedule.system(),
                 ));
                 // Period 0 is drawn and recorded before any step.
                 summary.count(&self.worker.record_swarm(&swarm.current())?);
@@ -594,7 +594,8 @@ struct Swarm {
     seed: u64,
     period: Duration,
     enabled: Vec<PackageKind>,
-    strands: bool,
+    /// What its aimed strikes may count on (its strands, where elections may be unclean).
+    system: SystemTraits,
     current: Mutex<SwarmDraw>,
     turns: BTreeMap<PackageKind, tokio::sync::Mutex<()>>,
     owed: Mutex<Owed>,
@@ -609,7 +610,13 @@ struct Owed {
 }
 
 impl Swarm {
-    fn new(seed: u64, period: Duration, enabled: &BTreeSet<PackageKind>, strands: bool) -> Swarm {
+    fn new(
+        seed: u64,
+        period: Duration,
+        enabled: &BTreeSet<PackageKind>,
+        system: SystemTraits,
+    ) -> Swarm {
+        let strands = system.unclean_elections;
         let enabled: Vec<PackageKind> = enabled.iter().copied().collect();
         let owed = if enabled.contains(&PackageKind::Aimed) {
             crate::swarm::aim_order(seed, &crate::swarm::run_aims(seed, strands))
@@ -619,7 +626,7 @@ impl Swarm {
         Swarm {
             seed,
             period,
-            strands,
+            system,
             owed: Mutex::new(Owed {
                 queue: owed.into(),
                 again: BTreeSet::new(),
@@ -693,7 +700,12 @@ impl Swarm {
 /// them from the step's seed and the period; an aimed strike is of the kind `owed` (the
 /// run's next kind still without a strike), else of a kind the run draws — drawn again
 /// among those when it is not ([`Aim::draw_among`], from the step's seed).
-fn swarm_step(mut step: Step, draw: &SwarmDraw, owed: Option<AimKind>) -> Step {
+fn swarm_step(
+    mut step: Step,
+    draw: &SwarmDraw,
+    owed: Option<AimKind>,
+    system: SystemTraits,
+) -> Step {
     if let Action::Aim(aim) = &mut step.action {
         let kinds = match owed {
             Some(kind) => vec![kind],
@@ -701,7 +713,7 @@ fn swarm_step(mut step: Step, draw: &SwarmDraw, owed: Option<AimKind>) -> Step {
         };
         if !kinds.is_empty() && !kinds.contains(&aim.kind()) {
             let mut rng = Rng::derive(step.seed, "swarm-aim", 0);
-            *aim = Aim::draw_among(&mut rng, &kinds);
+            *aim = Aim::draw_among(&mut rng, &kinds, system);
         }
     }
     if let Action::Slow { delays, .. } = &mut step.action {
@@ -1086,7 +1098,7 @@ impl Worker {
             Action::Aim(_) => swarm.take_owed(),
             _ => None,
         };
-        let step = swarm_step(step, &draw, owed);
+        let step = swarm_step(step, &draw, owed, swarm.system);
         let completed = self.execute_in(&step, Some(draw.period)).await?;
         let missed = completed
             .error
@@ -1127,7 +1139,12 @@ impl Worker {
             // Recorded before it is in force: a step that runs on the previous draw
             // meanwhile is one of a package on in that period (and stopped below if
             // this period turns it off).
-            let draw = SwarmDraw::draw(swarm.seed, period, &swarm.enabled, swarm.strands);
+            let draw = SwarmDraw::draw(
+                swarm.seed,
+                period,
+                &swarm.enabled,
+                swarm.system.unclean_elections,
+            );
             summary.count(&self.record_swarm(&draw)?);
             swarm.set(draw.clone());
             for package in &swarm.enabled {
@@ -3704,24 +3721,38 @@ mod tests {
             _ => Vec::new(),
         };
         // The step's own delays that the period allows.
-        let kept = swarm_step(step.clone(), &draw(&["leader_fetch_response", "x"]), None);
+        let kept = swarm_step(
+            step.clone(),
+            &draw(&["leader_fetch_response", "x"]),
+            None,
+            SystemTraits::default(),
+        );
         assert_eq!(points(&kept), vec!["leader_fetch_response".to_string()]);
         // None allowed: a draw among the period's points, the same for the same seed.
         let period = draw(&["controller_before_state_write"]);
-        let drawn = swarm_step(step.clone(), &period, None);
+        let drawn = swarm_step(step.clone(), &period, None, SystemTraits::default());
         assert_eq!(
             points(&drawn),
             vec!["controller_before_state_write".to_string()]
         );
-        assert_eq!(drawn, swarm_step(step.clone(), &period, None));
+        assert_eq!(
+            drawn,
+            swarm_step(step.clone(), &period, None, SystemTraits::default())
+        );
         // Other actions pass unchanged.
         let kill = Step {
             action: Action::Start,
             ..step
         };
-        assert_eq!(swarm_step(kill.clone(), &period, None), kill);
+        assert_eq!(
+            swarm_step(kill.clone(), &period, None, SystemTraits::default()),
+            kill
+        );
         let owed = Some(AimKind::Flap);
-        assert_eq!(swarm_step(kill.clone(), &period, owed), kill);
+        assert_eq!(
+            swarm_step(kill.clone(), &period, owed, SystemTraits::default()),
+            kill
+        );
     }
 
     #[test]
@@ -3753,12 +3784,12 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..64 {
             let step = strike(cut.clone(), seed);
-            let redrawn = swarm_step(step.clone(), &only_moves, None);
+            let redrawn = swarm_step(step.clone(), &only_moves, None, SystemTraits::default());
             let redrawn_kind = kind(&redrawn).expect("a kind");
             assert!(only_moves.aims.contains(&redrawn_kind), "{redrawn:?}");
             assert_eq!(
                 redrawn,
-                swarm_step(step, &only_moves, None),
+                swarm_step(step, &only_moves, None, SystemTraits::default()),
                 "from the step's seed"
             );
             seen.insert(redrawn_kind);
@@ -3768,23 +3799,41 @@ mod tests {
         // in a run that draws none is drawn again.
         let allowed = strike(cut.clone(), 3);
         let with_cuts = draw(vec![AimKind::ControllerCut]);
-        assert_eq!(swarm_step(allowed.clone(), &with_cuts, None), allowed);
+        assert_eq!(
+            swarm_step(allowed.clone(), &with_cuts, None, SystemTraits::default()),
+            allowed
+        );
         let strand = strike(Aim::Strand { alone_ms: 1_000 }, 3);
-        let unstranded = swarm_step(strand.clone(), &only_moves, None);
+        let unstranded = swarm_step(strand.clone(), &only_moves, None, SystemTraits::default());
         assert!(kind(&unstranded).is_some_and(|k| only_moves.aims.contains(&k)));
         assert_eq!(
-            swarm_step(allowed.clone(), &draw(Vec::new()), None),
+            swarm_step(
+                allowed.clone(),
+                &draw(Vec::new()),
+                None,
+                SystemTraits::default()
+            ),
             allowed
         );
         // A kind still owed a strike wins over the step's own and the run's shares.
         for owed in AimKind::ALL {
             for seed in 0..16 {
-                let step = swarm_step(strike(cut.clone(), seed), &only_moves, Some(owed));
+                let step = swarm_step(
+                    strike(cut.clone(), seed),
+                    &only_moves,
+                    Some(owed),
+                    SystemTraits::default(),
+                );
                 assert_eq!(kind(&step), Some(owed), "{step:?}");
             }
         }
         assert_eq!(
-            swarm_step(allowed.clone(), &only_moves, Some(AimKind::ControllerCut)),
+            swarm_step(
+                allowed.clone(),
+                &only_moves,
+                Some(AimKind::ControllerCut),
+                SystemTraits::default()
+            ),
             allowed
         );
     }
@@ -3795,7 +3844,8 @@ mod tests {
         let seed = (0..1_000u64)
             .find(|seed| crate::swarm::run_aims(*seed, false).len() >= 3)
             .expect("a seed with three kinds");
-        let swarm = Swarm::new(seed, Duration::from_secs(10), &enabled, false);
+        let system = SystemTraits::default();
+        let swarm = Swarm::new(seed, Duration::from_secs(10), &enabled, system);
         let order = crate::swarm::aim_order(seed, &crate::swarm::run_aims(seed, false));
         let first = swarm.take_owed().expect("a first kind");
         assert_eq!(first, order[0]);
@@ -3820,7 +3870,7 @@ mod tests {
             seed,
             Duration::from_secs(10),
             &[PackageKind::Kill].into(),
-            false,
+            system,
         );
         assert_eq!(without.take_owed(), None);
     }
@@ -3831,15 +3881,18 @@ mod tests {
         let kinds = [AimKind::Flap, AimKind::Strand, AimKind::LagMove];
         let mut strands = 0u32;
         for _ in 0..3_000 {
-            let aim = Aim::draw_among(&mut rng, &kinds);
+            let aim = Aim::draw_among(&mut rng, &kinds, SystemTraits::default());
             assert!(kinds.contains(&aim.kind()), "{aim:?}");
             strands += u32::from(aim.kind() == AimKind::Strand);
         }
         assert!((900..1_100).contains(&strands), "{strands} of 3000");
-        let alone = Aim::draw_among(&mut rng, &[AimKind::Strand]);
+        let alone = Aim::draw_among(&mut rng, &[AimKind::Strand], SystemTraits::default());
         assert_eq!(alone.kind(), AimKind::Strand);
         for _ in 0..500 {
-            assert_ne!(Aim::draw_among(&mut rng, &[]).kind(), AimKind::Strand);
+            assert_ne!(
+                Aim::draw_among(&mut rng, &[], SystemTraits::default()).kind(),
+                AimKind::Strand
+            );
         }
     }
 

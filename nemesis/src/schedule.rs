@@ -182,6 +182,11 @@ pub struct ScheduleOptions {
     /// unclean leader election): the `aimed` package then also strands leaders
     /// ([`Aim::Strand`]), which only an election of an out-of-sync replica completes.
     pub unclean_elections: bool,
+    /// Whether a follower of the system under test asks its leader where their logs
+    /// diverge after a leadership change (Kafka's OffsetsForLeaderEpoch): the `aimed`
+    /// package holds and delays that round trip only then
+    /// ([`crate::aimed::SystemTraits::asks_divergence`]).
+    pub asks_divergence: bool,
 }
 
 /// The endless schedule of one package.
@@ -271,9 +276,7 @@ impl Schedule {
             }
             PackageKind::Slow => Action::StopSlow,
             // Drawn by `aimed_step`.
-            PackageKind::Aimed if start => {
-                Action::Aim(Aim::draw(&mut rng, options.unclean_elections))
-            }
+            PackageKind::Aimed if start => Action::Aim(Aim::draw(&mut rng, options.system())),
             PackageKind::Aimed => Action::StopAim,
             PackageKind::Admin => Action::Admin(match rng.below(3) {
                 0 => AdminKind::TransferStorm,
@@ -302,12 +305,12 @@ impl Schedule {
         let mut rng = Rng::derive(self.options.seed, self.package.name(), index);
         let seed = rng.next_u64();
         let (delay, action) = if index & 1 == 0 {
-            let aim = Aim::draw(&mut rng, self.options.unclean_elections);
+            let aim = Aim::draw(&mut rng, self.options.system());
             (aimed::strike_gap(&mut rng), Action::Aim(aim))
         } else {
             let mut before = Rng::derive(self.options.seed, self.package.name(), index - 1);
             let _ = before.next_u64();
-            let aim = Aim::draw(&mut before, self.options.unclean_elections);
+            let aim = Aim::draw(&mut before, self.options.system());
             (aimed::hold(&aim, &mut rng), Action::StopAim)
         };
         Step {
@@ -321,6 +324,14 @@ impl Schedule {
 }
 
 impl ScheduleOptions {
+    /// What the `aimed` package may count on in the system under test.
+    pub fn system(&self) -> crate::aimed::SystemTraits {
+        crate::aimed::SystemTraits {
+            unclean_elections: self.unclean_elections,
+            asks_divergence: self.asks_divergence,
+        }
+    }
+
     /// The targets steps pick from: [`ScheduleOptions::targets`], or
     /// [`TargetSpec::defaults`] when that is empty.
     pub fn effective_targets(&self) -> Vec<TargetSpec> {
@@ -399,6 +410,7 @@ mod tests {
             targets: TargetSpec::defaults(),
             wipe: true,
             unclean_elections: false,
+            asks_divergence: true,
         }
     }
 

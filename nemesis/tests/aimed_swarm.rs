@@ -495,6 +495,7 @@ fn options(packages: &[PackageKind], seed: u64, swarm: Option<Duration>) -> Neme
             targets: Vec::new(),
             wipe: false,
             unclean_elections: false,
+            asks_divergence: true,
         },
         swarm,
     }

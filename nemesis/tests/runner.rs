@@ -567,6 +567,7 @@ fn options(
             targets,
             wipe,
             unclean_elections: false,
+            asks_divergence: true,
         },
         swarm: None,
     }

@@ -147,6 +147,7 @@ fn options(seed: u64) -> NemesisOptions {
             targets: TargetSpec::defaults(),
             wipe: false,
             unclean_elections: false,
+            asks_divergence: true,
         },
         swarm: None,
     }

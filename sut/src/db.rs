@@ -93,6 +93,15 @@ pub trait Db: Send + Sync {
         false
     }
 
+    /// Whether a follower under `settings` asks its leader where their logs diverge after
+    /// a leadership change (Kafka: OffsetsForLeaderEpoch, KIP-101) rather than cutting
+    /// its log to its own high watermark. The nemesis holds and delays that round trip
+    /// only at clusters where it happens. `true`, the default.
+    fn asks_divergence(&self, settings: &[String]) -> bool {
+        let _ = settings;
+        true
+    }
+
     /// Why a node under `settings` may lose acknowledged writes by design, if it may
     /// (Kafka: unclean leader elections, pre-KIP-101 truncation to the high watermark).
     /// A run with such a node still has its history's durability anomalies reported, but

@@ -447,6 +447,7 @@ impl<'a> Player<'a> {
                 targets: Vec::new(),
                 wipe: false,
                 unclean_elections: false,
+                asks_divergence: true,
             },
             swarm: None,
         };
