@@ -248,7 +248,10 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let asks = |settings: &[&str]| sut::Db::asks_divergence(&BrokerDb, &s(settings));
         assert!(asks(&[]));
-        assert!(asks(&["truncation_mode=epoch", "unclean_leader_election=true"]));
+        assert!(asks(&[
+            "truncation_mode=epoch",
+            "unclean_leader_election=true"
+        ]));
         assert!(!asks(&["truncation_mode=hw"]));
         assert!(!asks(&["truncation_mode = \"hw\""]));
         // The last setting wins.

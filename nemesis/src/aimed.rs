@@ -213,9 +213,15 @@ pub enum HeldStage {
     /// It has committed a write in its new epoch (its high watermark passed its log end
     /// at the move): records the held answer knows nothing of.
     Committed,
-    /// Leadership away again: the first leader follows in its own view, and the answer
-    /// is released, now describing a log that changed twice since it was asked.
+    /// Leadership away again: the first leader follows in its own view.
     AwayAgain,
+    /// Its question of that new epoch reached [`QUESTION_POINT`], held there again: it
+    /// is in that epoch's truncation. The held answer, describing a log that changed
+    /// twice since it was asked, is released now, and the new question only after it,
+    /// so that the stale answer is the first one it gets (let go together, the fresh
+    /// answer may come first, and a correct fetcher and a buggy one alike then drop the
+    /// stale one as no longer awaited).
+    AskedAgain,
 }
 
 /// The points on the round trip in which a follower asks its leader where their logs

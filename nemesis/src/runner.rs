@@ -2032,7 +2032,8 @@ impl Worker {
     /// ([`aimed::HeldStage`]): `leader`'s question held ([`aimed::QUESTION_POINT`])
     /// until `follower` leads, then its answer held ([`aimed::STALE_ANSWER_POINT`])
     /// while leadership comes back to it, it commits a write and leadership leaves it
-    /// again, and only then released. A stage that does not come within
+    /// again, and only then released — before the question it asks in that last epoch,
+    /// held meanwhile. A stage that does not come within
     /// [`aimed::HELD_STAGE_WAIT`] is recorded as missed and the flap goes on; both
     /// points are released at the end whatever happened (and by the undo, should a
     /// release fail). The moves' records go to `moves`.
@@ -2107,6 +2108,12 @@ impl Worker {
             note(aimed::HeldStage::Committed, false);
         }
 
+        // Its question in the next epoch held as well: the stale answer goes first.
+        let asked_again_before = self.hits_of(leader, question).await;
+        record.insert(
+            "question_again".into(),
+            self.hold_point(leader, question).await,
+        );
         moves.push(self.transfer(topic, number, follower).await);
         let away_again = self
             .await_view(leader, topic, number, |view| {
@@ -2115,7 +2122,18 @@ impl Worker {
             .await
             .is_some();
         note(aimed::HeldStage::AwayAgain, away_again);
+        let question_again_armed = record
+            .get("question_again")
+            .is_some_and(|armed| armed.get("error").is_none());
+        let asked_again =
+            question_again_armed && self.await_hits(leader, question, asked_again_before).await;
+        note(aimed::HeldStage::AskedAgain, asked_again);
         if let Err(error) = self.release_point(leader, answer).await {
+            errors.push(error);
+        }
+        // Time for the released answer to be applied before the fresh question goes.
+        tokio::time::sleep(aimed::POLL).await;
+        if let Err(error) = self.release_point(leader, question).await {
             errors.push(error);
         }
         record.insert("on".into(), json!(leader));

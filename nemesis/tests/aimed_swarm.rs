@@ -1750,7 +1750,14 @@ async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_lef
         .to_string();
     assert_eq!(
         value["held"]["reached"],
-        json!(["away", "answered", "back", "committed", "away-again"]),
+        json!([
+            "away",
+            "answered",
+            "back",
+            "committed",
+            "away-again",
+            "asked-again"
+        ]),
         "{value}"
     );
     assert_eq!(value["held"]["missed"], json!([]), "{value}");
@@ -1789,6 +1796,26 @@ async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_lef
     let question_released = at(format!("release {leader} {HELD_QUESTION}"));
     let answer_released = at(format!("release {leader} {HELD_ANSWER}"));
     assert!(question < answer && answer < question_released && question_released < answer_released);
+    // The question it asks after the third move is held again, and let go only after
+    // the answer: the stale answer is the first it gets in that epoch.
+    let arms_of_question: Vec<usize> = (0..calls.len())
+        .filter(|i| calls[*i] == format!("arm {leader} {HELD_QUESTION}"))
+        .collect();
+    let releases_of_question: Vec<usize> = (0..calls.len())
+        .filter(|i| calls[*i] == format!("release {leader} {HELD_QUESTION}"))
+        .collect();
+    assert_eq!(arms_of_question.len(), 2, "{calls:?}");
+    assert_eq!(releases_of_question.len(), 2, "{calls:?}");
+    assert!(
+        question_released < arms_of_question[1] && arms_of_question[1] < answer_released,
+        "{calls:?}"
+    );
+    assert!(answer_released < releases_of_question[1], "{calls:?}");
+    assert_eq!(
+        value["held"]["question_again"]["actions"],
+        json!("pause"),
+        "{value}"
+    );
     assert!(control.cluster().failpoints.as_ref().unwrap().is_empty());
     // Nothing is left for the undo.
     nemesis.execute_checked(&stop_step()).await.unwrap();
@@ -1815,7 +1842,14 @@ async fn a_held_flap_on_a_cluster_that_never_moves_says_which_stages_it_missed()
     assert_eq!(value["held"]["reached"], json!([]), "{value}");
     assert_eq!(
         value["held"]["missed"],
-        json!(["away", "answered", "back", "committed", "away-again"]),
+        json!([
+            "away",
+            "answered",
+            "back",
+            "committed",
+            "away-again",
+            "asked-again"
+        ]),
         "{value}"
     );
     assert!(value["held"]["question"]["error"].is_string(), "{value}");
