@@ -574,11 +574,13 @@ impl Drop for Exclusive {
     }
 }
 
-fn lock_state(state: &Mutex<FaultState>) -> MutexGuard<'_, FaultState> {
-    // A panic while holding the lock cannot leave the state half-written in a way that
-    // matters more than losing track of it: keep going with what is there.
-    match state.lock() {
-        Ok(state) => state,
+/// `mutex` locked, poisoned or not: the nemesis's shared values (the fault state, a
+/// swarm's period and owed kinds) are plain data that a panic while holding the lock
+/// cannot leave half-written in a way that matters more than losing track of them, so
+/// the run keeps going with what is there.
+fn lock_state<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
     }
 }
@@ -641,17 +643,11 @@ impl Swarm {
     }
 
     fn current(&self) -> SwarmDraw {
-        match self.current.lock() {
-            Ok(draw) => draw.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        lock_state(&self.current).clone()
     }
 
     fn set(&self, draw: SwarmDraw) {
-        match self.current.lock() {
-            Ok(mut current) => *current = draw,
-            Err(poisoned) => *poisoned.into_inner() = draw,
-        }
+        *lock_state(&self.current) = draw;
     }
 
     /// The next kind the run owes a strike of, taken off the list (`None` once each
@@ -672,11 +668,8 @@ impl Swarm {
         }
     }
 
-    fn owed(&self) -> std::sync::MutexGuard<'_, Owed> {
-        match self.owed.lock() {
-            Ok(owed) => owed,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+    fn owed(&self) -> MutexGuard<'_, Owed> {
+        lock_state(&self.owed)
     }
 
     /// Returns once the current period is not calm (at once when it is not).
@@ -2013,6 +2006,30 @@ impl Worker {
         (!errors.is_empty()).then(|| errors.join("; "))
     }
 
+    /// A paced leadership move of a held flap: [`Worker::transfer`] tried again every
+    /// [`aimed::POLL`] while it is refused (a replica restarted a moment ago, not yet
+    /// registered again, is `not alive` to the controller for up to a session), for at
+    /// most [`aimed::HELD_STAGE_WAIT`] and only while the run goes on. Its record, with
+    /// `tries` when it took more than one.
+    async fn transfer_taken(&self, topic: &str, number: u32, to: &str) -> Value {
+        let began = Instant::now();
+        let mut tries = 1u64;
+        loop {
+            let mut record = self.transfer(topic, number, to).await;
+            let refused = record.get("error").is_some();
+            if !refused || began.elapsed() >= aimed::HELD_STAGE_WAIT || self.stopping() {
+                if tries > 1 {
+                    if let Some(fields) = record.as_object_mut() {
+                        fields.insert("tries".into(), json!(tries));
+                    }
+                }
+                return record;
+            }
+            tokio::time::sleep(aimed::POLL).await;
+            tries += 1;
+        }
+    }
+
     /// One leadership move of a flap: its record (`to`, and the answer or the error).
     async fn transfer(&self, topic: &str, number: u32, to: &str) -> Value {
         let action = AdminAction::TransferLeader {
@@ -2033,7 +2050,8 @@ impl Worker {
     /// until `follower` leads, then its answer held ([`aimed::STALE_ANSWER_POINT`])
     /// while leadership comes back to it, it commits a write and leadership leaves it
     /// again, and only then released — before the question it asks in that last epoch,
-    /// held meanwhile. A stage that does not come within
+    /// held meanwhile. Each move is tried again while it is refused
+    /// ([`Worker::transfer_taken`]). A stage that does not come within
     /// [`aimed::HELD_STAGE_WAIT`] is recorded as missed and the flap goes on; both
     /// points are released at the end whatever happened (and by the undo, should a
     /// release fail). The moves' records go to `moves`.
@@ -2061,7 +2079,7 @@ impl Worker {
 
         let asked_before = self.hits_of(leader, question).await;
         record.insert("question".into(), self.hold_point(leader, question).await);
-        moves.push(self.transfer(topic, number, follower).await);
+        moves.push(self.transfer_taken(topic, number, follower).await);
         let away = self
             .await_view(follower, topic, number, |view| view.leading)
             .await
@@ -2088,7 +2106,7 @@ impl Worker {
         let answered = answer_armed && self.await_hits(leader, answer, answered_before).await;
         note(aimed::HeldStage::Answered, answered);
 
-        moves.push(self.transfer(topic, number, leader).await);
+        moves.push(self.transfer_taken(topic, number, leader).await);
         let back = self
             .await_view(leader, topic, number, |view| view.leading)
             .await;
@@ -2114,7 +2132,7 @@ impl Worker {
             "question_again".into(),
             self.hold_point(leader, question).await,
         );
-        moves.push(self.transfer(topic, number, follower).await);
+        moves.push(self.transfer_taken(topic, number, follower).await);
         let away_again = self
             .await_view(leader, topic, number, |view| {
                 !view.leading && view.leader.as_deref() == Some(follower)

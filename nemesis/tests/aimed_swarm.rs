@@ -51,6 +51,9 @@ struct Cluster {
     /// view (restarted while their old session lives on); any other node the last read
     /// of the roles named controller acts as one, at that read's epoch.
     idle: BTreeSet<String>,
+    /// The next this many admin requests are refused, as a controller refuses a transfer
+    /// to a broker restarted a moment ago and not registered again yet.
+    refusals: u32,
 }
 
 struct Scripted {
@@ -234,6 +237,12 @@ impl ClusterControl for Scripted {
         Box::pin(async move {
             let mut cluster = self.cluster();
             cluster.admin.push(action.clone());
+            if cluster.refusals > 0 {
+                cluster.refusals -= 1;
+                return Err(ControlError(
+                    "409 Conflict: broker_not_available: broker 2 is not alive".into(),
+                ));
+            }
             if let Some(key) = cluster.hits_on_admin.clone() {
                 *cluster.hits.entry(key).or_default() += 1;
             }
@@ -1708,8 +1717,9 @@ async fn a_flap_that_puts_a_replica_behind_cuts_it_until_it_leaves_the_isr_and_h
     control.assert_healed();
 }
 
-#[tokio::test]
-async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_left_it_twice() {
+/// A cluster whose leader transfers take effect, with failpoints: t/0 led by n1 (n2, n3
+/// follow), t/1 led by n2 (n3 follows).
+fn moving_cluster() -> Arc<Scripted> {
     let control = Scripted::new();
     {
         let mut cluster = control.cluster();
@@ -1732,6 +1742,12 @@ async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_lef
             cluster.views.insert(node.into(), views);
         }
     }
+    control
+}
+
+#[tokio::test]
+async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_left_it_twice() {
+    let control = moving_cluster();
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let aim = Aim::Flap {
@@ -1818,6 +1834,32 @@ async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_lef
     );
     assert!(control.cluster().failpoints.as_ref().unwrap().is_empty());
     // Nothing is left for the undo.
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
+    control.assert_healed();
+}
+
+#[tokio::test]
+async fn a_held_flap_tries_a_refused_move_again_until_it_is_taken() {
+    let control = moving_cluster();
+    control.cluster().refusals = 2;
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::Flap {
+        moves: 3,
+        gap_ms: 10,
+        slow: None,
+        behind_ms: None,
+        held: true,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["moves"][0]["tries"], json!(3), "{value}");
+    assert!(value["moves"][0].get("error").is_none(), "{value}");
+    assert!(value["moves"][1].get("tries").is_none(), "{value}");
+    assert_eq!(value["held"]["missed"], json!([]), "{value}");
+    // Two refused, then the three paced moves.
+    assert_eq!(control.cluster().admin.len(), 5);
     nemesis.execute_checked(&stop_step()).await.unwrap();
     assert!(nemesis.state().is_healed(), "{:?}", nemesis.state());
     control.assert_healed();
