@@ -191,18 +191,18 @@ impl Phases for WorkloadTest {
 
 fn nemesis_options(plan: &WorkloadPlan, seed: u64, cluster: &Cluster) -> NemesisOptions {
     let spec = &cluster.spec;
-    let unclean_elections = cluster.db.elects_out_of_sync(&spec.settings)
-        || spec.node_settings.values().any(|own| {
-            let settings: Vec<String> = spec.settings.iter().chain(own).cloned().collect();
-            cluster.db.elects_out_of_sync(&settings)
-        });
+    // The settings every broker has, then each node's with its own after them.
+    let settings: Vec<Vec<String>> = std::iter::once(spec.settings.clone())
+        .chain(
+            spec.node_settings
+                .values()
+                .map(|own| spec.settings.iter().chain(own).cloned().collect()),
+        )
+        .collect();
+    let unclean_elections = settings.iter().any(|s| cluster.db.elects_out_of_sync(s));
     // One node that cuts to its high watermark is enough to make a held question moot
     // there; every node must ask.
-    let asks_divergence = cluster.db.asks_divergence(&spec.settings)
-        && spec.node_settings.values().all(|own| {
-            let settings: Vec<String> = spec.settings.iter().chain(own).cloned().collect();
-            cluster.db.asks_divergence(&settings)
-        });
+    let asks_divergence = settings.iter().all(|s| cluster.db.asks_divergence(s));
     NemesisOptions {
         packages: plan.nemesis.packages.clone(),
         schedule: ScheduleOptions {

@@ -281,6 +281,9 @@ pub const STRAND_ALONE_MS: (u64, u64) = (1_000, 3_000);
 /// after its fetch was out of range (before KIP-101 it asks the leader for its log's
 /// bounds), the window between seeing the leader shorter and learning how long it is.
 pub const OUT_OF_RANGE_POINT: &str = "before_list_offsets";
+/// How long a strand looks for a partition whose leader says it leads (with another
+/// replica in its ISR), as the metadata says it does.
+pub const OWN_LEADER_WAIT: Duration = Duration::from_secs(10);
 /// How long a strand waits for the other packages' faults to be undone before it
 /// begins (it starts then whatever is still in place).
 pub const QUIET_WAIT: Duration = Duration::from_secs(10);

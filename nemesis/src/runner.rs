@@ -787,7 +787,14 @@ fn failures(what: &str, errors: &Map<String, Value>) -> Option<String> {
     Some(format!("{what} failed on {}", list.join("; ")))
 }
 
-/// `topic/partition` split back (topics may hold `/`: the partition is after the last).
+/// Whether the hold recorded under `key` in `record` was armed (recorded, without an
+/// error): a point that could not be armed counts nothing, so nobody waits for it.
+fn is_armed(record: &Map<String, Value>, key: &str) -> bool {
+    record
+        .get(key)
+        .is_some_and(|armed| armed.get("error").is_none())
+}
+
 /// Whether a strike may put `node` behind (its replication port cut): never the
 /// controller, whose LeaderAndIsr requests (the moves that follow) travel on that port.
 fn may_put_behind(roles: &Roles, node: &str) -> bool {
@@ -810,6 +817,7 @@ fn out_of_isr_first<T: Clone>(candidates: &[T], out_of_isr: impl Fn(&T) -> bool)
     }
 }
 
+/// `topic/partition` split back (topics may hold `/`: the partition is after the last).
 fn parse_key(key: &str) -> Option<(String, u32)> {
     let (topic, partition) = key.rsplit_once('/')?;
     Some((topic.to_string(), partition.parse().ok()?))
@@ -2088,9 +2096,7 @@ impl Worker {
         // Its question reached the point (it is a follower now) before the answer is
         // held: the answer it gets comes from a leader. (Not waited for when the point
         // could not be armed: it counts nothing then.)
-        let question_armed = record
-            .get("question")
-            .is_some_and(|armed| armed.get("error").is_none());
+        let question_armed = is_armed(&record, "question");
         if question_armed {
             self.await_hits(leader, question, asked_before).await;
         }
@@ -2100,9 +2106,7 @@ impl Worker {
         if let Err(error) = self.release_point(leader, question).await {
             errors.push(error);
         }
-        let answer_armed = record
-            .get("answer")
-            .is_some_and(|armed| armed.get("error").is_none());
+        let answer_armed = is_armed(&record, "answer");
         let answered = answer_armed && self.await_hits(leader, answer, answered_before).await;
         note(aimed::HeldStage::Answered, answered);
 
@@ -2140,9 +2144,7 @@ impl Worker {
             .await
             .is_some();
         note(aimed::HeldStage::AwayAgain, away_again);
-        let question_again_armed = record
-            .get("question_again")
-            .is_some_and(|armed| armed.get("error").is_none());
+        let question_again_armed = is_armed(&record, "question_again");
         let asked_again =
             question_again_armed && self.await_hits(leader, question, asked_again_before).await;
         note(aimed::HeldStage::AskedAgain, asked_again);
@@ -2265,19 +2267,15 @@ impl Worker {
         rng: &mut Rng,
         value: &mut Map<String, Value>,
     ) -> Option<String> {
-        let roles = self.roles().await;
         value.insert("trigger".into(), json!("strand"));
-        let candidates: Vec<&crate::roles::PartitionRoles> = self
-            .led_partitions(&roles)
-            .into_iter()
-            .map(|(partition, _, _)| partition)
-            .collect();
-        let Some(partition) = rng.pick(&candidates).copied() else {
-            return Some("no-target: no partition with a live leader and in-sync follower".into());
+        let Some((leader, topic, number)) = self.own_leader(rng, value).await else {
+            return Some(format!(
+                "no-target: no partition whose leader says it leads with an in-sync \
+                 follower (within {} s)",
+                aimed::OWN_LEADER_WAIT.as_secs()
+            ));
         };
-        let leader = partition.leader.clone().unwrap_or_default();
-        let (topic, number) = (partition.topic.clone(), partition.partition);
-        let key = partition.key();
+        let key = format!("{topic}/{number}");
         value.insert("key".into(), json!(key));
         value.insert("node".into(), json!(leader));
         value.insert(
@@ -2431,6 +2429,50 @@ impl Worker {
         }
         value.insert("returned".into(), Value::Object(returned));
         (!errors.is_empty()).then(|| errors.join("; "))
+    }
+
+    /// A partition (picked with `rng`) whose leader, by the metadata, is live and has a
+    /// live in-sync follower, and says so itself: it leads in its own view, with another
+    /// replica in its ISR. The metadata still names a restarted node leader until its old
+    /// session ends, and a strand on it waits out its lag time for nothing. Looked for
+    /// every [`aimed::POLL`] for at most [`aimed::OWN_LEADER_WAIT`]; how long it took in
+    /// `value`'s `picked`. `(leader, topic, partition)`.
+    async fn own_leader(
+        &self,
+        rng: &mut Rng,
+        value: &mut Map<String, Value>,
+    ) -> Option<(String, String, u32)> {
+        let began = Instant::now();
+        let mut looked = 0u32;
+        let picked = loop {
+            let roles = self.roles().await;
+            let candidates: Vec<(String, String, u32)> = self
+                .led_partitions(&roles)
+                .into_iter()
+                .filter_map(|(p, _, _)| Some((p.leader.clone()?, p.topic.clone(), p.partition)))
+                .collect();
+            if let Some((leader, topic, number)) = rng.pick(&candidates).cloned() {
+                looked += 1;
+                let says_so = self
+                    .replica_view(&leader, &topic, number)
+                    .await
+                    .is_some_and(|view| {
+                        view.leading && view.isr.iter().any(|node| *node != leader)
+                    });
+                if says_so {
+                    break Some((leader, topic, number));
+                }
+            }
+            if began.elapsed() >= aimed::OWN_LEADER_WAIT || self.stopping() {
+                break None;
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        };
+        value.insert(
+            "picked".into(),
+            json!({"looked": looked, "waited_ms": began.elapsed().as_millis() as u64}),
+        );
+        picked
     }
 
     /// After a strike that had the cluster to itself: the roles and the leaders' own

@@ -181,10 +181,19 @@ pub fn run_aims(seed: u64, strands: bool) -> Vec<AimKind> {
 /// kind with a share of 3/16 missed most). A plain shuffle: putting the kinds that wait
 /// out a failover first (so that the run's end does not cut them short) left most runs
 /// that drew a controller cut with that one strike alone (KAFKA-7040 search, 7 of 11
-/// runs with one strike).
+/// runs with one strike). A strand, where there is one, goes first all the same: it is
+/// what a run of a system that elects outside its ISR is for ([`run_aims`]), its
+/// sequence takes 15 to 30 s and needs the clients' writes to its end, and from later
+/// places the run's end cut it short (KAFKA-2143 search at 67330be: the one strand that
+/// got as far as its return, begun 37 s into a run of about a minute, was cut off while
+/// its new leader's log grew).
 pub fn aim_order(seed: u64, kinds: &[AimKind]) -> Vec<AimKind> {
     let mut order = kinds.to_vec();
     Rng::derive(seed, "swarm-aim-order", 0).shuffle(&mut order);
+    if let Some(at) = order.iter().position(|kind| *kind == AimKind::Strand) {
+        let strand = order.remove(at);
+        order.insert(0, strand);
+    }
     order
 }
 
@@ -334,15 +343,26 @@ mod tests {
     fn a_run_takes_each_of_its_kinds_in_a_seeded_order() {
         let kinds = run_aims(5, true);
         let mut firsts = std::collections::BTreeSet::new();
+        let without_strands: Vec<AimKind> = AimKind::ALL
+            .into_iter()
+            .filter(|kind| *kind != AimKind::Strand)
+            .collect();
         for seed in 0..200 {
-            let order = aim_order(seed, &AimKind::ALL);
-            assert_eq!(order, aim_order(seed, &AimKind::ALL), "from the seed");
+            let order = aim_order(seed, &without_strands);
+            assert_eq!(order, aim_order(seed, &without_strands), "from the seed");
             let mut sorted = order.clone();
             sorted.sort();
-            assert_eq!(sorted, AimKind::ALL.to_vec(), "each kind once");
+            assert_eq!(sorted, without_strands, "each kind once");
             firsts.insert(order[0]);
+            let with_strands = aim_order(seed, &AimKind::ALL);
+            assert_eq!(with_strands[0], AimKind::Strand, "a strand first");
+            assert_eq!(with_strands.len(), AimKind::ALL.len());
         }
-        assert_eq!(firsts.len(), AimKind::ALL.len(), "any kind may come first");
+        assert_eq!(
+            firsts.len(),
+            without_strands.len(),
+            "any kind may come first"
+        );
         let mut sorted = aim_order(9, &kinds);
         sorted.sort();
         assert_eq!(sorted, kinds);

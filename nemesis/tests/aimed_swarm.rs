@@ -3,7 +3,7 @@
 //! that the undo and `heal_all` restore everything, and that a swarm run acts only in
 //! the periods that let a package act and leaves calm periods calm.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,6 +31,8 @@ struct Cluster {
     roles: Vec<Roles>,
     reads: usize,
     views: BTreeMap<String, Vec<ReplicaView>>,
+    /// What a node's first reads of its replica views answer, in order, before `views`.
+    first_views: BTreeMap<String, VecDeque<Vec<ReplicaView>>>,
     admin: Vec<AdminAction>,
     /// Every signal, start and cut, in order.
     calls: Vec<String>,
@@ -268,6 +270,13 @@ impl ClusterControl for Scripted {
     fn replicas<'a>(&'a self, node: &'a str) -> BoxFuture<'a, Option<Vec<ReplicaView>>> {
         Box::pin(async move {
             let mut cluster = self.cluster();
+            if let Some(first) = cluster
+                .first_views
+                .get_mut(node)
+                .and_then(|q| q.pop_front())
+            {
+                return Some(first);
+            }
             if cluster.moving {
                 for view in cluster.views.get_mut(node).into_iter().flatten() {
                     if view.leading {
@@ -516,6 +525,18 @@ fn nemesis(control: &Arc<Scripted>, journal: &Arc<Memory>) -> Nemesis {
         control.clone(),
         journal.clone(),
     )
+}
+
+/// A flap of `moves` moves 10 ms apart, with no delay and no replica put behind; held
+/// or not.
+fn flap(moves: u64, held: bool) -> Aim {
+    Aim::Flap {
+        moves,
+        gap_ms: 10,
+        slow: None,
+        behind_ms: None,
+        held,
+    }
 }
 
 fn aim_step(aim: Aim, seed: u64) -> Step {
@@ -1595,13 +1616,7 @@ async fn a_flap_moves_leadership_away_and_back_and_its_undo_releases_its_delay()
     let control = Scripted::new();
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
-    let aim = Aim::Flap {
-        moves: 3,
-        gap_ms: 10,
-        slow: None,
-        behind_ms: None,
-        held: false,
-    };
+    let aim = flap(3, false);
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
     assert_eq!(error, None, "{value}");
     assert_eq!(value["trigger"], json!("flap"));
@@ -1750,13 +1765,7 @@ async fn a_held_flap_holds_the_stepping_down_leaders_answer_until_leadership_lef
     let control = moving_cluster();
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
-    let aim = Aim::Flap {
-        moves: 4,
-        gap_ms: 10,
-        slow: None,
-        behind_ms: None,
-        held: true,
-    };
+    let aim = flap(4, true);
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
     assert_eq!(error, None, "{value}");
     let leader = value["between"][1].as_str().expect("a leader").to_string();
@@ -1845,13 +1854,7 @@ async fn a_held_flap_tries_a_refused_move_again_until_it_is_taken() {
     control.cluster().refusals = 2;
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
-    let aim = Aim::Flap {
-        moves: 3,
-        gap_ms: 10,
-        slow: None,
-        behind_ms: None,
-        held: true,
-    };
+    let aim = flap(3, true);
     let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
     assert_eq!(error, None, "{value}");
     assert_eq!(value["moves"][0]["tries"], json!(3), "{value}");
@@ -1872,13 +1875,7 @@ async fn a_held_flap_on_a_cluster_that_never_moves_says_which_stages_it_missed()
     let control = Scripted::new();
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
-    let aim = Aim::Flap {
-        moves: 3,
-        gap_ms: 10,
-        slow: None,
-        behind_ms: None,
-        held: true,
-    };
+    let aim = flap(3, true);
     let began = std::time::Instant::now();
     let (value, _) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
     assert_eq!(value["held"]["reached"], json!([]), "{value}");
@@ -2008,6 +2005,19 @@ fn strand_roles(elected: bool) -> Vec<Roles> {
     roles
 }
 
+/// n1's first read of its replica views says what the metadata of [`base_roles`] does:
+/// it leads `t/0`, with n2 and n3 in its ISR (a strand looks for that before it cuts).
+fn n1_says_it_leads(control: &Scripted) {
+    let leads = ReplicaView {
+        isr: s(&["n1", "n2", "n3"]),
+        ..view(0, true, 20)
+    };
+    control
+        .cluster()
+        .first_views
+        .insert("n1".into(), VecDeque::from([vec![leads]]));
+}
+
 fn log_end_view(partition: u32, leading: bool, end: u64) -> ReplicaView {
     ReplicaView {
         log_end_offset: end,
@@ -2018,6 +2028,7 @@ fn log_end_view(partition: u32, leading: bool, end: u64) -> ReplicaView {
 #[tokio::test]
 async fn a_strand_leaves_the_leader_alone_pauses_it_until_another_leads_and_brings_it_back_ahead() {
     let control = Scripted::new();
+    n1_says_it_leads(&control);
     control.script_roles(strand_roles(true));
     {
         let mut cluster = control.cluster();
@@ -2072,10 +2083,75 @@ async fn a_strand_leaves_the_leader_alone_pauses_it_until_another_leads_and_brin
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_strand_waits_until_the_leader_the_metadata_names_says_it_leads() {
+    // The metadata names n1 leader of t/0 (its only candidate), but n1 was restarted a
+    // moment ago: its first three reads say it follows, then it leads. (The roles are
+    // read once more for each look.)
+    let control = Scripted::new();
+    let mut roles = strand_roles(true);
+    roles.splice(0..0, vec![roles[0].clone(); 3]);
+    control.script_roles(roles);
+    let follows = vec![view(0, false, 10)];
+    let leads = ReplicaView {
+        isr: s(&["n1", "n2"]),
+        ..view(0, true, 20)
+    };
+    {
+        let mut cluster = control.cluster();
+        cluster.first_views.insert(
+            "n1".into(),
+            VecDeque::from([follows.clone(), follows.clone(), follows, vec![leads]]),
+        );
+        cluster
+            .views
+            .insert("n1".into(), vec![log_end_view(0, false, 30)]);
+        cluster
+            .views
+            .insert("n2".into(), vec![log_end_view(0, true, 30)]);
+    }
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(strand(10), 6))
+        .await
+        .unwrap();
+    assert_eq!(error, None, "{value}");
+    assert_eq!(value["picked"]["looked"], json!(4), "{value}");
+    assert_eq!(value["node"], json!("n1"), "{value}");
+    assert_eq!(value["alone"]["isr_alone"], json!(true), "{value}");
+    nemesis.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+
+    // A leader that never says so is no target: nothing is cut.
+    let control = Scripted::new();
+    control.script_roles(strand_roles(true));
+    let journal = Arc::new(Memory::default());
+    let never = self::nemesis(&control, &journal);
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(strand(10), 6))
+        .await
+        .unwrap();
+    assert!(error.expect("an error").starts_with("no-target"), "{value}");
+    assert!(
+        value["picked"]["waited_ms"].as_u64().unwrap() >= 10_000,
+        "{value}"
+    );
+    assert!(value.get("alone").is_none(), "{value}");
+    assert!(
+        control.cluster().calls.is_empty(),
+        "{:?}",
+        control.cluster().calls
+    );
+    never.execute_checked(&stop_step()).await.unwrap();
+    control.assert_healed();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_strand_whose_leader_is_never_alone_heals_its_cut_and_pauses_nothing() {
     // The roles never change: the ISR does not shrink. The wait runs out, the cut is
     // healed, nothing is paused.
     let control = Scripted::new();
+    n1_says_it_leads(&control);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let (value, error) = nemesis
@@ -2099,6 +2175,7 @@ async fn a_strand_whose_partition_never_fails_over_still_brings_its_leader_back(
     // The ISR shrinks, but nobody else is elected (the quorum never expires the
     // leader's session). The wait runs out; the leader is uncut and resumed.
     let control = Scripted::new();
+    n1_says_it_leads(&control);
     control.script_roles(strand_roles(false));
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
@@ -2129,6 +2206,7 @@ async fn a_strand_whose_partition_never_fails_over_still_brings_its_leader_back(
 #[tokio::test(start_paused = true)]
 async fn a_strand_waits_for_the_other_packages_faults_to_be_undone_and_holds_off_their_starts() {
     let control = Scripted::new();
+    n1_says_it_leads(&control);
     {
         let mut cluster = control.cluster();
         cluster
@@ -2188,6 +2266,7 @@ async fn a_strand_under_way_when_the_run_stops_brings_its_leader_back_at_once() 
     // The ISR shrinks but nobody else is elected; the run is told to stop 3 s into the
     // failover wait (the clients are done: no race is left to set up).
     let control = Scripted::new();
+    n1_says_it_leads(&control);
     control.script_roles(strand_roles(false));
     let journal = Arc::new(Memory::default());
     let mut quiet = options(&[PackageKind::Admin], 1, None);

@@ -70,7 +70,7 @@ pub const DETECT_INTERVAL_TENTHS: (u64, u64) = (10, 40);
 pub fn lossy_turn(seed: u64, run: usize) -> bool {
     let every = u64::from(DETECT_LOSSY_EVERY);
     let offset = Rng::derive(seed, "detect-lossy", 0).below(every);
-    (run as u64 + offset) % every == 0
+    (run as u64 + offset).is_multiple_of(every)
 }
 
 /// The seed of `bug`'s `index`-th search: independent of the other bugs' seeds.
@@ -335,7 +335,11 @@ mod tests {
             assert!(turns[first + 3] && turns[first + 6], "{turns:?}");
             firsts.insert(first);
         }
-        assert_eq!(firsts.len(), 3, "the first lossy run is any of the first three");
+        assert_eq!(
+            firsts.len(),
+            3,
+            "the first lossy run is any of the first three"
+        );
     }
 
     #[test]
