@@ -2018,6 +2018,18 @@ fn n1_says_it_leads(control: &Scripted) {
         .insert("n1".into(), VecDeque::from([vec![leads]]));
 }
 
+/// Once stranded, n1 follows with its log at 30, and n2 leads `t/0` with its log at 30
+/// too: the successor has reached the end the stranded replica kept.
+fn successor_caught_up(control: &Scripted) {
+    let mut cluster = control.cluster();
+    cluster
+        .views
+        .insert("n1".into(), vec![log_end_view(0, false, 30)]);
+    cluster
+        .views
+        .insert("n2".into(), vec![log_end_view(0, true, 30)]);
+}
+
 fn log_end_view(partition: u32, leading: bool, end: u64) -> ReplicaView {
     ReplicaView {
         log_end_offset: end,
@@ -2030,16 +2042,8 @@ async fn a_strand_leaves_the_leader_alone_pauses_it_until_another_leads_and_brin
     let control = Scripted::new();
     n1_says_it_leads(&control);
     control.script_roles(strand_roles(true));
-    {
-        let mut cluster = control.cluster();
-        cluster
-            .views
-            .insert("n1".into(), vec![log_end_view(0, false, 30)]);
-        // The successor's log has reached the stranded one's: released at once.
-        cluster
-            .views
-            .insert("n2".into(), vec![log_end_view(0, true, 30)]);
-    }
+    // The successor's log has reached the stranded one's: released at once.
+    successor_caught_up(&control);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let (value, error) = nemesis
@@ -2102,13 +2106,8 @@ async fn a_strand_waits_until_the_leader_the_metadata_names_says_it_leads() {
             "n1".into(),
             VecDeque::from([follows.clone(), follows.clone(), follows, vec![leads]]),
         );
-        cluster
-            .views
-            .insert("n1".into(), vec![log_end_view(0, false, 30)]);
-        cluster
-            .views
-            .insert("n2".into(), vec![log_end_view(0, true, 30)]);
     }
+    successor_caught_up(&control);
     let journal = Arc::new(Memory::default());
     let nemesis = nemesis(&control, &journal);
     let (value, error) = nemesis
@@ -2207,15 +2206,7 @@ async fn a_strand_whose_partition_never_fails_over_still_brings_its_leader_back(
 async fn a_strand_waits_for_the_other_packages_faults_to_be_undone_and_holds_off_their_starts() {
     let control = Scripted::new();
     n1_says_it_leads(&control);
-    {
-        let mut cluster = control.cluster();
-        cluster
-            .views
-            .insert("n1".into(), vec![log_end_view(0, false, 30)]);
-        cluster
-            .views
-            .insert("n2".into(), vec![log_end_view(0, true, 30)]);
-    }
+    successor_caught_up(&control);
     let journal = Arc::new(Memory::default());
     let nemesis = Arc::new(Nemesis::new(
         options(&[PackageKind::Aimed, PackageKind::Kill], 1, None),
