@@ -9,7 +9,11 @@
 //!   session expired), then a hold more, so that it comes back as a deposed controller
 //!   with the request still queued. Two cuts in three are gated: the controller is first
 //!   stalled just before its next metadata write, the request makes it decide, and it is
-//!   let go only after the cut healed (a GC pause mid-decision across a failover).
+//!   let go only after the cut healed (a GC pause mid-decision across a failover). The
+//!   decision is about a partition its failure leaves alone where it can be (one it holds
+//!   no replica of, else one it follows; a controller that leads every partition first
+//!   has one moved to a follower): its successor elects a new leader for every partition
+//!   it led, and the held write would then fail on the version.
 //! - [`Aim::AfterChange`] (CrashTuner, SOSP 2019: crash right after a metadata write):
 //!   the roles are polled every [`POLL`] until a partition's ISR grows or shrinks or its
 //!   leadership moves ([`changes`]), and that partition's leader is killed or isolated at

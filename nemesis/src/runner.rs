@@ -817,6 +817,21 @@ fn out_of_isr_first<T: Clone>(candidates: &[T], out_of_isr: impl Fn(&T) -> bool)
     }
 }
 
+/// How far `partition` is from `node`'s failure, lowest first: 0 when `node` holds no
+/// replica of it, 1 when it follows, 2 when it leads. A controller that loses its
+/// session is a broker that dies to its successor: the successor elects a new leader for
+/// every partition it led (a new leader epoch, a new version of the partition's state),
+/// while a follower that comes back in time keeps its partitions as they were.
+fn remoteness(partition: &crate::roles::PartitionRoles, node: &str) -> u8 {
+    if partition.leader.as_deref() == Some(node) {
+        2
+    } else if partition.replicas.iter().any(|r| r == node) {
+        1
+    } else {
+        0
+    }
+}
+
 /// `topic/partition` split back (topics may hold `/`: the partition is after the last).
 fn parse_key(key: &str) -> Option<(String, u32)> {
     let (topic, partition) = key.rsplit_once('/')?;
@@ -2733,6 +2748,11 @@ impl Worker {
                 ));
             }
         }
+        if request == CutRequest::TransferLeader {
+            if let Some(moved) = self.lead_away(controller, rng).await {
+                value.insert("led_away".into(), moved);
+            }
+        }
         let gate = aimed::GATE_POINT;
         let before = self.hits_of(controller, gate).await;
         let held = self.hold_point(controller, gate).await;
@@ -2748,9 +2768,9 @@ impl Worker {
                 "no-target: the gate could not be armed on the controller {controller}"
             ));
         }
-        // A decision about a partition the controller holds no replica of: its own
-        // failure makes its successor rewrite every partition it is a replica of, and a
-        // rewritten partition's version no longer matches the held write's.
+        // A decision about a partition the controller's own failure leaves alone where
+        // there is one (see `remoteness`): a partition its successor rewrites no longer
+        // has the version the held write expects.
         let action = self.cut_request(request, Some(controller), rng).await;
         // Not answered while the gate holds it: only sent.
         self.ask_controller(&action, controller, aimed::GATED_REQUEST_WAIT, value)
@@ -2793,6 +2813,51 @@ impl Worker {
         (!errors.is_empty()).then(|| errors.join("; "))
     }
 
+    /// When `controller` leads every partition that has an in-sync follower, one of them
+    /// (picked with `rng`) moved to a follower before a gated cut: a decision about a
+    /// partition the controller leads is overtaken by its successor, which elects that
+    /// partition a new leader as soon as the controller's session is gone. The move's
+    /// record, or `None` when the controller follows or holds no replica of one already.
+    async fn lead_away(&self, controller: &str, rng: &mut Rng) -> Option<Value> {
+        let roles = self.roles().await;
+        let candidates: Vec<&crate::roles::PartitionRoles> = roles
+            .partitions
+            .iter()
+            .filter(|p| p.isr.iter().any(|n| Some(n) != p.leader.as_ref()))
+            .collect();
+        if candidates.is_empty() || candidates.iter().any(|p| remoteness(p, controller) < 2) {
+            return None;
+        }
+        let partition = rng.pick(&candidates)?;
+        let followers: Vec<&String> = partition
+            .isr
+            .iter()
+            .filter(|n| n.as_str() != controller)
+            .collect();
+        let to = rng.pick(&followers)?;
+        let mut record = self
+            .transfer(&partition.topic, partition.partition, to)
+            .await;
+        // The request below is drawn from the roles: wait until they show the move.
+        let began = Instant::now();
+        let key = partition.key();
+        let shown = loop {
+            let now = self.roles().await;
+            let leader = now.partitions.iter().find(|p| p.key() == key);
+            if leader.is_some_and(|p| p.leader.as_deref() != Some(controller)) {
+                break true;
+            }
+            if began.elapsed() >= aimed::REQUEST_WAIT || self.stopping() {
+                break false;
+            }
+            tokio::time::sleep(aimed::POLL).await;
+        };
+        if let Some(fields) = record.as_object_mut() {
+            fields.insert("shown".into(), json!(shown));
+        }
+        Some(record)
+    }
+
     /// `node` cut from every other node on `ports` as an `aimed` fault (healed by the
     /// strike or its undo); the cut's record in `value`, and its error.
     async fn isolate(
@@ -2809,8 +2874,8 @@ impl Worker {
 
     /// The admin request of a controller cut: a preferred-leader election, or a
     /// partition with an in-sync follower moved to it (picked with `rng`; a preferred
-    /// election when no partition has one), one of which `away_from` is no replica when
-    /// there is such a partition.
+    /// election when no partition has one), among those farthest from `away_from` by
+    /// [`remoteness`].
     async fn cut_request(
         &self,
         request: CutRequest,
@@ -2832,11 +2897,8 @@ impl Worker {
                     })
                     .collect();
                 if let Some(node) = away_from {
-                    let clear =
-                        |p: &crate::roles::PartitionRoles| !p.replicas.iter().any(|r| r == node);
-                    if candidates.iter().any(|(p, _)| clear(p)) {
-                        candidates.retain(|(p, _)| clear(p));
-                    }
+                    let best = candidates.iter().map(|(p, _)| remoteness(p, node)).min();
+                    candidates.retain(|(p, _)| Some(remoteness(p, node)) == best);
                 }
                 match rng.pick(&candidates) {
                     Some((partition, followers)) => match rng.pick(followers) {

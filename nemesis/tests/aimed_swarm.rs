@@ -794,6 +794,87 @@ async fn a_gated_cut_makes_its_controller_decide_about_a_partition_it_holds_no_r
 }
 
 #[tokio::test]
+async fn a_gated_cut_prefers_a_partition_its_controller_follows_to_one_it_leads() {
+    // n1, the controller, is a replica of both partitions and leads t/0: its successor
+    // would elect a new leader for t/0 and rewrite it under the held write.
+    for seed in 0..6 {
+        let control = Scripted::new();
+        control.cluster().failpoints = Some(BTreeMap::new());
+        control.cluster().hits_on_admin =
+            Some(("n1".into(), "controller_before_state_write".into()));
+        let mut successor = base_roles();
+        successor.controller = Some("n3".into());
+        control.script_roles(vec![base_roles(), base_roles(), base_roles(), successor]);
+        let journal = Arc::new(Memory::default());
+        let nemesis = nemesis(&control, &journal);
+        let aim = Aim::ControllerCut {
+            request: CutRequest::TransferLeader,
+            request_after_ms: 0,
+            gated: true,
+        };
+        let (value, error) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
+        assert_eq!(error, None, "{value}");
+        assert_eq!(
+            value["request"]["partition"],
+            json!(1),
+            "seed {seed}: {value}"
+        );
+        assert_eq!(value["request"]["to"], json!("n3"), "seed {seed}: {value}");
+    }
+}
+
+#[tokio::test]
+async fn a_gated_cut_first_moves_leadership_off_a_controller_that_leads_every_partition() {
+    for only_led in [true, false] {
+        let control = Scripted::new();
+        control.cluster().failpoints = Some(BTreeMap::new());
+        control.cluster().hits_on_admin =
+            Some(("n1".into(), "controller_before_state_write".into()));
+        let mut roles = base_roles();
+        if only_led {
+            // t/0 alone, led by n1 with n2 its one in-sync follower; the metadata shows
+            // the move at the second read after it.
+            roles.partitions = vec![partition(0, "n1", 1, &["n1", "n2"])];
+        }
+        let mut moved = roles.clone();
+        if only_led {
+            moved.partitions = vec![partition(0, "n2", 2, &["n1", "n2"])];
+        }
+        let mut successor = moved.clone();
+        successor.controller = Some("n3".into());
+        control.script_roles(vec![
+            roles.clone(),
+            roles.clone(),
+            roles,
+            moved.clone(),
+            moved,
+            successor,
+        ]);
+        let journal = Arc::new(Memory::default());
+        let nemesis = nemesis(&control, &journal);
+        let aim = Aim::ControllerCut {
+            request: CutRequest::TransferLeader,
+            request_after_ms: 0,
+            gated: true,
+        };
+        let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
+        assert_eq!(error, None, "{value}");
+        let admin = control.cluster().admin.len();
+        if only_led {
+            assert_eq!(value["led_away"]["to"], json!("n2"), "{value}");
+            assert_eq!(value["led_away"]["shown"], json!(true), "{value}");
+            assert_eq!(admin, 2, "the move and the gated request: {value}");
+            // Asked about the partition it now follows: to take it back.
+            assert_eq!(value["request"]["partition"], json!(0), "{value}");
+            assert_eq!(value["request"]["to"], json!("n1"), "{value}");
+        } else {
+            assert_eq!(value.get("led_away"), None, "{value}");
+            assert_eq!(admin, 1, "{value}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_controller_cut_passes_over_a_named_controller_that_does_not_act_as_one() {
     let control = Scripted::new();
     control.cluster().failpoints = Some(BTreeMap::new());
