@@ -55,7 +55,7 @@ use crate::aimed::{self, Aim, AimKind, CutRequest, LagTarget, Strike, SystemTrai
 use crate::control::{AdminAction, BoxFuture, ClusterControl, Journal, JournalError};
 use crate::grudge::{Grudge, Ports, Shape};
 use crate::package::PackageKind;
-use crate::roles::Roles;
+use crate::roles::{PartitionRoles, Roles};
 use crate::schedule::{Action, AdminKind, Schedule, ScheduleOptions, Step};
 use crate::settle;
 use crate::slow::Delay;
@@ -499,7 +499,7 @@ struct Completed {
 
 /// A partition a leadership strike can work on ([`Worker::led_partitions`]): its roles,
 /// its live in-sync followers, and its other live replicas besides the leader.
-type LedPartition<'r> = (&'r crate::roles::PartitionRoles, Vec<String>, Vec<String>);
+type LedPartition<'r> = (&'r PartitionRoles, Vec<String>, Vec<String>);
 
 /// How many of a held flap's moves are paced by its stages ([`aimed::HeldStage`]).
 const HELD_MOVES: u64 = 3;
@@ -822,7 +822,7 @@ fn out_of_isr_first<T: Clone>(candidates: &[T], out_of_isr: impl Fn(&T) -> bool)
 /// session is a broker that dies to its successor: the successor elects a new leader for
 /// every partition it led (a new leader epoch, a new version of the partition's state),
 /// while a follower that comes back in time keeps its partitions as they were.
-fn remoteness(partition: &crate::roles::PartitionRoles, node: &str) -> u8 {
+fn remoteness(partition: &PartitionRoles, node: &str) -> u8 {
     if partition.leader.as_deref() == Some(node) {
         2
     } else if partition.replicas.iter().any(|r| r == node) {
@@ -2283,14 +2283,14 @@ impl Worker {
         value: &mut Map<String, Value>,
     ) -> Option<String> {
         value.insert("trigger".into(), json!("strand"));
-        let Some((leader, topic, number)) = self.own_leader(rng, value).await else {
+        let Some((leader, partition)) = self.own_leader(rng, value).await else {
             return Some(format!(
                 "no-target: no partition whose leader says it leads with an in-sync \
                  follower (within {} s)",
                 aimed::OWN_LEADER_WAIT.as_secs()
             ));
         };
-        let key = format!("{topic}/{number}");
+        let (key, topic, number) = (partition.key(), partition.topic, partition.partition);
         value.insert("key".into(), json!(key));
         value.insert("node".into(), json!(leader));
         value.insert(
@@ -2451,31 +2451,31 @@ impl Worker {
     /// replica in its ISR. The metadata still names a restarted node leader until its old
     /// session ends, and a strand on it waits out its lag time for nothing. Looked for
     /// every [`aimed::POLL`] for at most [`aimed::OWN_LEADER_WAIT`]; how long it took in
-    /// `value`'s `picked`. `(leader, topic, partition)`.
+    /// `value`'s `picked`. The leader, and the partition as the metadata has it.
     async fn own_leader(
         &self,
         rng: &mut Rng,
         value: &mut Map<String, Value>,
-    ) -> Option<(String, String, u32)> {
+    ) -> Option<(String, PartitionRoles)> {
         let began = Instant::now();
         let mut looked = 0u32;
         let picked = loop {
             let roles = self.roles().await;
-            let candidates: Vec<(String, String, u32)> = self
+            let candidates: Vec<(String, PartitionRoles)> = self
                 .led_partitions(&roles)
                 .into_iter()
-                .filter_map(|(p, _, _)| Some((p.leader.clone()?, p.topic.clone(), p.partition)))
+                .filter_map(|(p, _, _)| Some((p.leader.clone()?, p.clone())))
                 .collect();
-            if let Some((leader, topic, number)) = rng.pick(&candidates).cloned() {
+            if let Some((leader, partition)) = rng.pick(&candidates).cloned() {
                 looked += 1;
                 let says_so = self
-                    .replica_view(&leader, &topic, number)
+                    .replica_view(&leader, &partition.topic, partition.partition)
                     .await
                     .is_some_and(|view| {
                         view.leading && view.isr.iter().any(|node| *node != leader)
                     });
                 if says_so {
-                    break Some((leader, topic, number));
+                    break Some((leader, partition));
                 }
             }
             if began.elapsed() >= aimed::OWN_LEADER_WAIT || self.stopping() {
@@ -2820,7 +2820,7 @@ impl Worker {
     /// record, or `None` when the controller follows or holds no replica of one already.
     async fn lead_away(&self, controller: &str, rng: &mut Rng) -> Option<Value> {
         let roles = self.roles().await;
-        let candidates: Vec<&crate::roles::PartitionRoles> = roles
+        let candidates: Vec<&PartitionRoles> = roles
             .partitions
             .iter()
             .filter(|p| p.isr.iter().any(|n| Some(n) != p.leader.as_ref()))
@@ -2886,7 +2886,7 @@ impl Worker {
             CutRequest::ElectPreferred => AdminAction::ElectPreferred,
             CutRequest::TransferLeader => {
                 let roles = self.roles().await;
-                let mut candidates: Vec<(&crate::roles::PartitionRoles, Vec<&String>)> = roles
+                let mut candidates: Vec<(&PartitionRoles, Vec<&String>)> = roles
                     .partitions
                     .iter()
                     .filter_map(|p| {
@@ -3350,7 +3350,7 @@ impl Worker {
         value: &mut Map<String, Value>,
     ) -> Result<Option<(String, String)>, String> {
         let roles = self.roles().await;
-        let candidates: Vec<(&crate::roles::PartitionRoles, String)> = self
+        let candidates: Vec<(&PartitionRoles, String)> = self
             .led_partitions(&roles)
             .into_iter()
             .flat_map(|(partition, followers, others)| {
@@ -3540,7 +3540,7 @@ impl Worker {
     /// [`aimed::LEAVE_ISR_WAIT`]. What it came to is in `value`'s `behind`.
     async fn cut_behind(
         &self,
-        partition: &crate::roles::PartitionRoles,
+        partition: &PartitionRoles,
         replica: &str,
         rng: &mut Rng,
         value: &mut Map<String, Value>,

@@ -2111,6 +2111,22 @@ fn successor_caught_up(control: &Scripted) {
         .insert("n2".into(), vec![log_end_view(0, true, 30)]);
 }
 
+/// A strand of `alone_ms` (its strike drawn with `seed`) by a fresh nemesis on
+/// `control`'s cluster: the nemesis (for the undo), the strike's value and its error.
+async fn strike_strand(
+    control: &Arc<Scripted>,
+    alone_ms: u64,
+    seed: u64,
+) -> (Nemesis, Value, Option<String>) {
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(control, &journal);
+    let (value, error) = nemesis
+        .execute_checked(&aim_step(strand(alone_ms), seed))
+        .await
+        .unwrap();
+    (nemesis, value, error)
+}
+
 fn log_end_view(partition: u32, leading: bool, end: u64) -> ReplicaView {
     ReplicaView {
         log_end_offset: end,
@@ -2125,12 +2141,7 @@ async fn a_strand_leaves_the_leader_alone_pauses_it_until_another_leads_and_brin
     control.script_roles(strand_roles(true));
     // The successor's log has reached the stranded one's: released at once.
     successor_caught_up(&control);
-    let journal = Arc::new(Memory::default());
-    let nemesis = nemesis(&control, &journal);
-    let (value, error) = nemesis
-        .execute_checked(&aim_step(strand(10), 6))
-        .await
-        .unwrap();
+    let (nemesis, value, error) = strike_strand(&control, 10, 6).await;
     assert_eq!(error, None, "{value}");
     assert_eq!(value["targets"], json!("stranded-leader"), "{value}");
     assert_eq!(value["key"], json!("t/0"), "{value}");
@@ -2189,12 +2200,7 @@ async fn a_strand_waits_until_the_leader_the_metadata_names_says_it_leads() {
         );
     }
     successor_caught_up(&control);
-    let journal = Arc::new(Memory::default());
-    let nemesis = nemesis(&control, &journal);
-    let (value, error) = nemesis
-        .execute_checked(&aim_step(strand(10), 6))
-        .await
-        .unwrap();
+    let (nemesis, value, error) = strike_strand(&control, 10, 6).await;
     assert_eq!(error, None, "{value}");
     assert_eq!(value["picked"]["looked"], json!(4), "{value}");
     assert_eq!(value["node"], json!("n1"), "{value}");
@@ -2205,12 +2211,7 @@ async fn a_strand_waits_until_the_leader_the_metadata_names_says_it_leads() {
     // A leader that never says so is no target: nothing is cut.
     let control = Scripted::new();
     control.script_roles(strand_roles(true));
-    let journal = Arc::new(Memory::default());
-    let never = self::nemesis(&control, &journal);
-    let (value, error) = nemesis
-        .execute_checked(&aim_step(strand(10), 6))
-        .await
-        .unwrap();
+    let (never, value, error) = strike_strand(&control, 10, 6).await;
     assert!(error.expect("an error").starts_with("no-target"), "{value}");
     assert!(
         value["picked"]["waited_ms"].as_u64().unwrap() >= 10_000,
@@ -2232,12 +2233,7 @@ async fn a_strand_whose_leader_is_never_alone_heals_its_cut_and_pauses_nothing()
     // healed, nothing is paused.
     let control = Scripted::new();
     n1_says_it_leads(&control);
-    let journal = Arc::new(Memory::default());
-    let nemesis = nemesis(&control, &journal);
-    let (value, error) = nemesis
-        .execute_checked(&aim_step(strand(1_000), 7))
-        .await
-        .unwrap();
+    let (nemesis, value, error) = strike_strand(&control, 1_000, 7).await;
     assert!(error.expect("an error").starts_with("no-target"), "{value}");
     assert_eq!(value["alone"]["isr_alone"], json!(false), "{value}");
     assert_eq!(value["alone"]["uncut"]["healed"], json!(1), "{value}");
@@ -2257,12 +2253,7 @@ async fn a_strand_whose_partition_never_fails_over_still_brings_its_leader_back(
     let control = Scripted::new();
     n1_says_it_leads(&control);
     control.script_roles(strand_roles(false));
-    let journal = Arc::new(Memory::default());
-    let nemesis = nemesis(&control, &journal);
-    let (value, error) = nemesis
-        .execute_checked(&aim_step(strand(1_000), 7))
-        .await
-        .unwrap();
+    let (nemesis, value, error) = strike_strand(&control, 1_000, 7).await;
     assert_eq!(error, None, "{value}");
     assert_eq!(value["alone"]["isr_alone"], json!(true), "{value}");
     assert!(value["failover"]["leader"].is_null(), "{value}");
