@@ -760,13 +760,29 @@ async fn after_a_gated_cut_the_cluster_must_settle_and_the_strike_says_whether_i
     }
 }
 
+/// A gated leader-transfer cut of the controller n1 (its gate reached at the request),
+/// drawn with `seed`, on a cluster whose roles read `roles` in turn: the cluster and the
+/// strike's value (the strike must succeed).
+async fn gated_transfer_cut(roles: Vec<Roles>, seed: u64) -> (Arc<Scripted>, Value) {
+    let control = Scripted::new();
+    control.cluster().failpoints = Some(BTreeMap::new());
+    control.cluster().hits_on_admin = Some(("n1".into(), "controller_before_state_write".into()));
+    control.script_roles(roles);
+    let journal = Arc::new(Memory::default());
+    let nemesis = nemesis(&control, &journal);
+    let aim = Aim::ControllerCut {
+        request: CutRequest::TransferLeader,
+        request_after_ms: 0,
+        gated: true,
+    };
+    let (value, error) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
+    assert_eq!(error, None, "{value}");
+    (control, value)
+}
+
 #[tokio::test]
 async fn a_gated_cut_makes_its_controller_decide_about_a_partition_it_holds_no_replica_of() {
     for seed in 0..6 {
-        let control = Scripted::new();
-        control.cluster().failpoints = Some(BTreeMap::new());
-        control.cluster().hits_on_admin =
-            Some(("n1".into(), "controller_before_state_write".into()));
         let mut roles = base_roles();
         roles.partitions.push(PartitionRoles {
             replicas: s(&["n4", "n5", "n3"]),
@@ -774,16 +790,8 @@ async fn a_gated_cut_makes_its_controller_decide_about_a_partition_it_holds_no_r
         });
         let mut successor = roles.clone();
         successor.controller = Some("n3".into());
-        control.script_roles(vec![roles.clone(), roles.clone(), roles, successor]);
-        let journal = Arc::new(Memory::default());
-        let nemesis = nemesis(&control, &journal);
-        let aim = Aim::ControllerCut {
-            request: CutRequest::TransferLeader,
-            request_after_ms: 0,
-            gated: true,
-        };
-        let (value, error) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
-        assert_eq!(error, None, "{value}");
+        let (_, value) =
+            gated_transfer_cut(vec![roles.clone(), roles.clone(), roles, successor], seed).await;
         let request = &value["request"];
         assert_eq!(request["partition"], json!(2), "seed {seed}: {value}");
         assert!(
@@ -798,22 +806,10 @@ async fn a_gated_cut_prefers_a_partition_its_controller_follows_to_one_it_leads(
     // n1, the controller, is a replica of both partitions and leads t/0: its successor
     // would elect a new leader for t/0 and rewrite it under the held write.
     for seed in 0..6 {
-        let control = Scripted::new();
-        control.cluster().failpoints = Some(BTreeMap::new());
-        control.cluster().hits_on_admin =
-            Some(("n1".into(), "controller_before_state_write".into()));
         let mut successor = base_roles();
         successor.controller = Some("n3".into());
-        control.script_roles(vec![base_roles(), base_roles(), base_roles(), successor]);
-        let journal = Arc::new(Memory::default());
-        let nemesis = nemesis(&control, &journal);
-        let aim = Aim::ControllerCut {
-            request: CutRequest::TransferLeader,
-            request_after_ms: 0,
-            gated: true,
-        };
-        let (value, error) = nemesis.execute_checked(&aim_step(aim, seed)).await.unwrap();
-        assert_eq!(error, None, "{value}");
+        let roles = vec![base_roles(), base_roles(), base_roles(), successor];
+        let (_, value) = gated_transfer_cut(roles, seed).await;
         assert_eq!(
             value["request"]["partition"],
             json!(1),
@@ -826,10 +822,6 @@ async fn a_gated_cut_prefers_a_partition_its_controller_follows_to_one_it_leads(
 #[tokio::test]
 async fn a_gated_cut_first_moves_leadership_off_a_controller_that_leads_every_partition() {
     for only_led in [true, false] {
-        let control = Scripted::new();
-        control.cluster().failpoints = Some(BTreeMap::new());
-        control.cluster().hits_on_admin =
-            Some(("n1".into(), "controller_before_state_write".into()));
         let mut roles = base_roles();
         if only_led {
             // t/0 alone, led by n1 with n2 its one in-sync follower; the metadata shows
@@ -842,23 +834,15 @@ async fn a_gated_cut_first_moves_leadership_off_a_controller_that_leads_every_pa
         }
         let mut successor = moved.clone();
         successor.controller = Some("n3".into());
-        control.script_roles(vec![
+        let script = vec![
             roles.clone(),
             roles.clone(),
             roles,
             moved.clone(),
             moved,
             successor,
-        ]);
-        let journal = Arc::new(Memory::default());
-        let nemesis = nemesis(&control, &journal);
-        let aim = Aim::ControllerCut {
-            request: CutRequest::TransferLeader,
-            request_after_ms: 0,
-            gated: true,
-        };
-        let (value, error) = nemesis.execute_checked(&aim_step(aim, 3)).await.unwrap();
-        assert_eq!(error, None, "{value}");
+        ];
+        let (control, value) = gated_transfer_cut(script, 3).await;
         let admin = control.cluster().admin.len();
         if only_led {
             assert_eq!(value["led_away"]["to"], json!("n2"), "{value}");
