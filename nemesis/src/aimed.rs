@@ -13,7 +13,7 @@
 //!   decision is about a partition its failure leaves alone where it can be (one it holds
 //!   no replica of, else one it follows; a controller that leads every partition first
 //!   has one moved to a follower): its successor elects a new leader for every partition
-//!   it led, and the held write would then fail on the version.
+//!   it led, so a held write about a partition it led no longer lands.
 //! - [`Aim::AfterChange`] (CrashTuner, SOSP 2019: crash right after a metadata write):
 //!   the roles are polled every [`POLL`] until a partition's ISR grows or shrinks or its
 //!   leadership moves ([`changes`]), and that partition's leader is killed or isolated at

@@ -832,6 +832,20 @@ fn remoteness(partition: &PartitionRoles, node: &str) -> u8 {
     }
 }
 
+/// The partitions a leader transfer can move: each with a leader and an in-sync follower,
+/// with those followers.
+fn transfer_candidates(roles: &Roles) -> Vec<(&PartitionRoles, Vec<&String>)> {
+    roles
+        .partitions
+        .iter()
+        .filter_map(|p| {
+            let leader = p.leader.as_ref()?;
+            let followers: Vec<&String> = p.isr.iter().filter(|node| *node != leader).collect();
+            (!followers.is_empty()).then_some((p, followers))
+        })
+        .collect()
+}
+
 /// `topic/partition` split back (topics may hold `/`: the partition is after the last).
 fn parse_key(key: &str) -> Option<(String, u32)> {
     let (topic, partition) = key.rsplit_once('/')?;
@@ -2769,8 +2783,8 @@ impl Worker {
             ));
         }
         // A decision about a partition the controller's own failure leaves alone where
-        // there is one (see `remoteness`): a partition its successor rewrites no longer
-        // has the version the held write expects.
+        // there is one (see `remoteness`): its successor rewrites a partition the
+        // controller led, so the held write about it no longer lands.
         let action = self.cut_request(request, Some(controller), rng).await;
         // Not answered while the gate holds it: only sent.
         self.ask_controller(&action, controller, aimed::GATED_REQUEST_WAIT, value)
@@ -2820,21 +2834,16 @@ impl Worker {
     /// record, or `None` when the controller follows or holds no replica of one already.
     async fn lead_away(&self, controller: &str, rng: &mut Rng) -> Option<Value> {
         let roles = self.roles().await;
-        let candidates: Vec<&PartitionRoles> = roles
-            .partitions
-            .iter()
-            .filter(|p| p.isr.iter().any(|n| Some(n) != p.leader.as_ref()))
-            .collect();
-        if candidates.is_empty() || candidates.iter().any(|p| remoteness(p, controller) < 2) {
+        let candidates = transfer_candidates(&roles);
+        if candidates.is_empty()
+            || candidates
+                .iter()
+                .any(|(p, _)| remoteness(p, controller) < 2)
+        {
             return None;
         }
-        let partition = rng.pick(&candidates)?;
-        let followers: Vec<&String> = partition
-            .isr
-            .iter()
-            .filter(|n| n.as_str() != controller)
-            .collect();
-        let to = rng.pick(&followers)?;
+        let (partition, followers) = rng.pick(&candidates)?;
+        let to = rng.pick(followers)?;
         let mut record = self
             .transfer(&partition.topic, partition.partition, to)
             .await;
@@ -2886,16 +2895,7 @@ impl Worker {
             CutRequest::ElectPreferred => AdminAction::ElectPreferred,
             CutRequest::TransferLeader => {
                 let roles = self.roles().await;
-                let mut candidates: Vec<(&PartitionRoles, Vec<&String>)> = roles
-                    .partitions
-                    .iter()
-                    .filter_map(|p| {
-                        let leader = p.leader.as_ref()?;
-                        let followers: Vec<&String> =
-                            p.isr.iter().filter(|node| *node != leader).collect();
-                        (!followers.is_empty()).then_some((p, followers))
-                    })
-                    .collect();
+                let mut candidates = transfer_candidates(&roles);
                 if let Some(node) = away_from {
                     let best = candidates.iter().map(|(p, _)| remoteness(p, node)).min();
                     candidates.retain(|(p, _)| Some(remoteness(p, node)) == best);
