@@ -7,6 +7,7 @@ use crate::options::TestArgs;
 use crate::report_cmd::ReportArgs;
 use crate::repro::ReproArgs;
 use crate::serve::ServeArgs;
+use crate::shrink::ShrinkArgs;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -31,6 +32,9 @@ pub enum Command {
     /// Reproduce a reported bug: play a scenario from `scenarios/` and say whether the
     /// checkers' verdict is what the scenario expects (exit 0 if so, 1 if not).
     Repro(ReproArgs),
+    /// Turn a failing run into a minimal scenario file: lift its faults into steps, then
+    /// drop faults by delta debugging while the failure still reproduces.
+    Shrink(ShrinkArgs),
     /// Write a history as Jepsen EDN, for Knossos or Elle.
     Export(ExportArgs),
     /// (Re)write a run folder's report.html and timeline.html.

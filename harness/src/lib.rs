@@ -40,6 +40,7 @@ pub mod report_cmd;
 pub mod repro;
 pub mod scenario;
 pub mod serve;
+pub mod shrink;
 pub mod system;
 pub mod test_run;
 pub mod truncations;

@@ -36,6 +36,7 @@ fn main() {
             .to_spec()
             .and_then(|spec| harness::test_run::run(&spec)),
         Command::Repro(args) => harness::repro::run(&args),
+        Command::Shrink(args) => harness::shrink::run(&args),
         Command::Report(args) => harness::report_cmd::run(&args),
         Command::Serve(args) => harness::serve::run(&args),
         Command::Nightly(args) => harness::nightly::run(&args),

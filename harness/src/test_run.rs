@@ -279,7 +279,7 @@ async fn run_phases(
             let probe = one_down(plan, seed, cluster, faults, &*connector, &options, &recorder, &stats).await?;
             if probe.node.is_some() {
                 if let Err(problem) =
-                    wait_serving(cluster, plan.partitions, AFTER_ONE_DOWN_TIMEOUT).await
+                    wait_serving(cluster, TOPIC, plan.partitions, AFTER_ONE_DOWN_TIMEOUT).await
                 {
                     eprintln!(
                         "warning: after the one-down probe the cluster did not serve again: {problem}"
@@ -707,7 +707,7 @@ async fn heal_and_recover(
         }
     };
     let recovery = Instant::now();
-    let mut serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
+    let mut serving = wait_serving(cluster, TOPIC, plan.partitions, RECOVERY_TIMEOUT).await;
     if let (Some(faults), Some(state)) = (faults, &left) {
         if !state.is_healed() {
             eprintln!(
@@ -719,7 +719,7 @@ async fn heal_and_recover(
                 .heal_all()
                 .await
                 .context("the nemesis could not record the final heal")?;
-            serving = wait_serving(cluster, plan.partitions, RECOVERY_TIMEOUT).await;
+            serving = wait_serving(cluster, TOPIC, plan.partitions, RECOVERY_TIMEOUT).await;
             left = Some(again);
         }
     }
@@ -793,7 +793,12 @@ async fn emergency_heal(cluster: &Cluster, faults: Option<&Faults>) {
 /// serves reads and whose HW has reached its log end (a leader elected or restarted
 /// during the run starts from a stale HW, and reads before its followers caught up
 /// would see less than is committed). Says what is still missing when it does not.
-async fn wait_serving(cluster: &Cluster, partitions: u32, timeout: Duration) -> Result<(), String> {
+pub(crate) async fn wait_serving(
+    cluster: &Cluster,
+    topic: &str,
+    partitions: u32,
+    timeout: Duration,
+) -> Result<(), String> {
     let start = Instant::now();
     if let Err(error) = cluster.wait_formed(timeout).await {
         return Err(with_down_brokers(cluster, error.to_string()).await);
@@ -807,9 +812,9 @@ async fn wait_serving(cluster: &Cluster, partitions: u32, timeout: Duration) -> 
         }
         let missing = if !silent.is_empty() {
             format!("the client API of {} does not answer", silent.join(", "))
-        } else if !cluster.api.topic_served(TOPIC, partitions).await {
+        } else if !cluster.api.topic_served(topic, partitions).await {
             "not every partition has a leader serving reads".to_string()
-        } else if !cluster.api.caught_up(TOPIC, partitions).await {
+        } else if !cluster.api.caught_up(topic, partitions).await {
             "not every leader's high watermark has reached its log end".to_string()
         } else {
             return Ok(());

@@ -417,3 +417,151 @@ fn the_expectation_is_judged_on_the_checkers_verdict_and_anomalies() {
     assert!(!judge(&s, Mode::Fixed, Verdict::Invalid, &found, None).0);
     assert!(!judge(&s, Mode::Fixed, Verdict::Unknown, &BTreeMap::new(), None).0);
 }
+
+/// GOOD without its produce step (a workload may not sit beside one).
+fn without_produce() -> String {
+    broken(
+        "[[step]]\ndo = \"produce\"\npartition = \"p/0\"\ncount = 5\nacks = \"1\"\nbatch = true\n\n",
+        "",
+    )
+}
+
+#[test]
+fn a_lifted_runs_steps_end_and_judgement_are_read() {
+    let text = without_produce()
+        + r#"
+[[step]]
+do = "workload"
+for = "20s"
+rate = 200.0
+concurrency = 4
+seed = "12345678901234567890"
+hot_partitions = true
+batch_fraction = 0.2
+batch_max = 5
+linearizable_reads = true
+
+[[step]]
+do = "strike"
+aim = "controller-cut"
+request = "transfer-leader"
+request_after_ms = 0
+gated = true
+
+[[step]]
+do = "stop-strike"
+
+[end]
+restart = true
+one_down = true
+"#;
+    let text = text.replace(
+        "availability_bound = \"10s\"",
+        "availability_bound = \"10s\"\nwaive_durability = true",
+    );
+    let scenario = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(scenario.end.restart && scenario.end.one_down);
+    assert!(scenario.expect.waive_durability);
+    let n = scenario.steps.len();
+    let StepKind::Workload(options) = &scenario.steps[n - 3].kind else {
+        panic!("{:?}", scenario.steps[n - 3].kind);
+    };
+    assert_eq!(options.seed, 12_345_678_901_234_567_890);
+    assert_eq!(options.concurrency, 4);
+    assert_eq!(options.rate, 200.0);
+    assert!(options.hot_partitions);
+    assert_eq!(options.batch_max, 5);
+    assert_eq!(options.time_limit.as_secs(), 20);
+    let StepKind::Strike(aim) = &scenario.steps[n - 2].kind else {
+        panic!("{:?}", scenario.steps[n - 2].kind);
+    };
+    assert_eq!(
+        *aim,
+        nemesis::aimed::Aim::ControllerCut {
+            request: nemesis::aimed::CutRequest::TransferLeader,
+            request_after_ms: 0,
+            gated: true
+        }
+    );
+    assert_eq!(scenario.steps[n - 1].kind.name(), "stop-strike");
+    assert!(scenario.steps.iter().all(|s| !s.may_fail));
+    // Without [end] and waive_durability, a scenario ends and is judged as before.
+    let plain = parse(GOOD).expect("GOOD");
+    assert!(!plain.end.restart && !plain.end.one_down && !plain.expect.waive_durability);
+}
+
+#[test]
+fn a_bad_workload_or_strike_is_refused_with_its_line() {
+    let workload = "\n[[step]]\ndo = \"workload\"\nfor = \"20s\"\n";
+    // Beside a produce step, twice, or with bad keys.
+    let error = refused(&(GOOD.to_string() + workload));
+    assert!(error.reason.contains("values would collide"), "{error}");
+    let error = refused(&(without_produce() + workload + workload));
+    assert!(error.reason.contains("a second workload"), "{error}");
+    for (keys, says) in [
+        ("for = \"0s\"", "above zero"),
+        ("for = \"20s\"\nconcurrency = 0", "concurrency = 0"),
+        ("for = \"20s\"\nread_fraction = 1.5", "1.5"),
+        ("for = \"20s\"\nseed = -3", "seed = -3"),
+        ("for = \"20s\"\nrats = 3", "rats"),
+    ] {
+        let text = without_produce() + &format!("\n[[step]]\ndo = \"workload\"\n{keys}\n");
+        let error = refused(&text);
+        assert!(error.reason.contains(says), "{error} (wanted {says})");
+        assert!(error.line.is_some(), "{error}");
+    }
+    for (keys, says) in [
+        ("aim = \"controller-chop\"", "controller-chop"),
+        ("aim = \"after-change\"\nstrike = \"kill\"", "watch_ms"),
+    ] {
+        let text = without_produce() + &format!("\n[[step]]\ndo = \"strike\"\n{keys}\n");
+        let error = refused(&text);
+        assert!(error.reason.contains(says), "{error} (wanted {says})");
+        assert!(error.line.is_some(), "{error}");
+    }
+}
+
+#[test]
+fn an_expectation_may_name_any_oracles_kind_and_no_unknown_one() {
+    for kind in [
+        "roles-not-converged",
+        "isr-not-restored",
+        "truncated-committed",
+        "not-linearizable",
+    ] {
+        let text = broken("buggy = [\"lost-write\"]", &format!("buggy = [\"{kind}\"]"));
+        parse(&text).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    }
+    for kind in ["not-", "not-Linear", "roles-converged"] {
+        let text = broken("buggy = [\"lost-write\"]", &format!("buggy = [\"{kind}\"]"));
+        let error = refused(&text);
+        assert!(error.reason.contains("unknown anomaly"), "{error}");
+    }
+}
+
+#[test]
+fn a_fault_step_may_fail_and_says_so_in_its_step() {
+    let scenario = parse(&broken(
+        "nodes = \"n1\"\nwipe = true",
+        "nodes = \"n1\"\nwipe = true\nmay_fail = true",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kill = scenario
+        .steps
+        .iter()
+        .find(|s| s.kind.name() == "kill")
+        .expect("the kill step");
+    assert!(kill.may_fail);
+    assert!(scenario.steps.iter().filter(|s| s.may_fail).count() == 1);
+    let error = refused(&broken(
+        "ports = \"replication\"",
+        "ports = \"replication\"\nmay_fail = \"yes\"",
+    ));
+    assert!(error.reason.contains("true or false"), "{error}");
+    // Not a key of steps that have no fault to fail.
+    let error = refused(&broken(
+        "for = \"500ms\"",
+        "for = \"500ms\"\nmay_fail = true",
+    ));
+    assert!(error.reason.contains("may_fail"), "{error}");
+}

@@ -55,7 +55,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::roles::Roles;
 use rng::Rng;
@@ -297,7 +297,7 @@ pub const QUIET_WAIT: Duration = Duration::from_secs(10);
 pub const CATCH_UP_WAIT: Duration = Duration::from_secs(20);
 
 /// What a strike does to the node it aimed at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strike {
     /// SIGKILL (restarted, never wiped, at the undo).
@@ -319,7 +319,7 @@ impl Strike {
 }
 
 /// Whom a strike on a lagging follower's partition hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LagTarget {
     /// The leader whose follower lags.
@@ -329,7 +329,7 @@ pub enum LagTarget {
 }
 
 /// The admin request of a controller cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CutRequest {
     ElectPreferred,
@@ -339,7 +339,7 @@ pub enum CutRequest {
 }
 
 /// One strike of the `aimed` package.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "aim", rename_all = "kebab-case")]
 pub enum Aim {
     /// Cut the controller's metadata port, then send `request` `request_after_ms` later.
@@ -350,7 +350,7 @@ pub enum Aim {
     ControllerCut {
         request: CutRequest,
         request_after_ms: u64,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         gated: bool,
     },
     /// Strike the leader of the first partition seen to change its ISR or move its
@@ -406,7 +406,7 @@ pub enum Aim {
         slow: Option<FlapDelay>,
         #[serde(skip_serializing_if = "Option::is_none")]
         behind_ms: Option<u64>,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         held: bool,
     },
     /// A leader left ahead of the replica elected after it (module docs): cut from its
@@ -419,7 +419,7 @@ pub enum Aim {
 }
 
 /// A slow flap's delay and the replica it is armed on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlapDelay {
     #[serde(flatten)]
     pub delay: crate::slow::Delay,
@@ -427,7 +427,7 @@ pub struct FlapDelay {
 }
 
 /// Which replica of a flapping partition a slow flap delays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FlapSlowed {
     /// The leader, which steps down at the first move: the answer to the question it
@@ -1296,5 +1296,23 @@ mod tests {
             }
         }
         assert!((2_150..2_350).contains(&strands), "{strands}");
+    }
+
+    #[test]
+    fn a_recorded_strike_reads_back_as_the_same_aim() {
+        // A strike's `aim` in the history is what a scenario's `strike` step replays.
+        for unclean_elections in [false, true] {
+            let system = SystemTraits {
+                unclean_elections,
+                asks_divergence: true,
+            };
+            for index in 0..500 {
+                let aim = Aim::draw(&mut Rng::derive(17, "aimed", index), system);
+                let recorded = serde_json::to_value(&aim).expect("an aim serializes");
+                let read: Aim = serde_json::from_value(recorded.clone())
+                    .unwrap_or_else(|e| panic!("{recorded}: {e}"));
+                assert_eq!(read, aim, "{recorded}");
+            }
+        }
     }
 }

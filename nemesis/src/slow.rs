@@ -8,7 +8,7 @@
 //! The points are the broker's (`broker/src/server/failpoints.rs`, where each is
 //! documented with the race it widens); this crate knows them by name only.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use rng::Rng;
 
@@ -42,7 +42,7 @@ pub const PARTIAL_PERCENTS: &[u32] = &[25, 50, 75];
 
 /// One failpoint of a `slow` period: the point, its delay, and the share of hits it
 /// delays.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delay {
     pub point: String,
     pub delay_ms: u64,

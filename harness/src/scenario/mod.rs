@@ -39,7 +39,15 @@
 //!
 //! Steps (`do = ...`): `produce`, `read`, `kill`, `start`, `pause`, `resume`,
 //! `partition`, `heal`, `failpoint`, `release`, `transfer-leader`, `elect-preferred`,
-//! `reassign`, `wait-until`, `sleep`, `await`; [`StepKind`] documents each one's keys.
+//! `reassign`, `wait-until`, `sleep`, `await`, `workload`, `strike`, `stop-strike`;
+//! [`StepKind`] documents each one's keys.
+//!
+//! A scenario lifted from a random run (`harness shrink`) ends as the run did, with an
+//! `[end]` table: `restart = true` (the end undoes every fault, killed nodes restarted,
+//! and waits for the cluster to serve again) and `one_down = true` (the one-down probe
+//! after the availability probe); its `[expect]` may say `waive_durability = true` (the
+//! durability anomalies do not count when the broker settings give up acknowledged
+//! writes by design, as in a test).
 
 pub mod predicate;
 pub mod run;
@@ -49,9 +57,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nemesis::aimed::Aim;
 use nemesis::{AdminAction, Grudge, Ports, TargetSpec};
 use serde::Deserialize;
 use toml::Spanned;
+use workloads::{Consistency, WorkloadKind, WorkloadOptions};
 
 use predicate::Predicate;
 use spec::duration::parse_duration;
@@ -90,7 +100,20 @@ pub struct Scenario {
     pub topic: TopicDef,
     pub switch: Switch,
     pub expect: Expectation,
+    pub end: EndDef,
     pub steps: Vec<Step>,
+}
+
+/// How a play ends beyond the usual (network healed, paused nodes resumed, failpoints
+/// released, availability probe, final reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EndDef {
+    /// Every fault undone as a test's final heal does (killed nodes restarted,
+    /// reassignments restored, the `aimed` package's strike undone), then a wait until
+    /// the cluster serves again.
+    pub restart: bool,
+    /// The one-down probe ([`crate::one_down`]) after the availability probe.
+    pub one_down: bool,
 }
 
 /// The nodes and how they are configured and started.
@@ -131,6 +154,9 @@ pub struct Expectation {
     /// How long after the end of the steps a write must succeed (the availability
     /// checker's bound).
     pub availability_bound: Duration,
+    /// Whether durability anomalies do not count when the broker settings give up
+    /// acknowledged writes by design ([`crate::waiver`]), as in a test run.
+    pub waive_durability: bool,
 }
 
 /// One step and where it is written.
@@ -141,7 +167,24 @@ pub struct Step {
     /// Line of its `[[step]]`.
     pub line: usize,
     pub kind: StepKind,
+    /// `may_fail = true` on a fault step (kill, start, pause, resume, partition, heal,
+    /// failpoint, release; admin steps carry their own): a fault that does not happen
+    /// (its node is down, say) is recorded and the steps go on, instead of stopping the
+    /// play. Lifted runs mark every fault so: a replay's cluster is not the run's.
+    pub may_fail: bool,
 }
+
+/// The fault steps that take a `may_fail` key of the step itself ([`Step::may_fail`]).
+const MAY_FAIL_STEPS: &[&str] = &[
+    "kill",
+    "start",
+    "pause",
+    "resume",
+    "partition",
+    "heal",
+    "failpoint",
+    "release",
+];
 
 /// How many replicas a produce step waits for (`acks = "all"` or `"1"`).
 pub use sut::Acks;
@@ -225,8 +268,21 @@ pub enum StepKind {
     },
     /// `sleep`: `for` ("2s").
     Sleep(Duration),
-    /// `await`: until every background produce has finished.
+    /// `await`: until every background produce and the workload have finished.
     Await,
+    /// `workload`: the random client load of a test in the background (awaited by
+    /// `await` and at the end): `for` (how long), `rate` (500 ops/s), `concurrency` (10),
+    /// `seed` (0), `read_fraction` (0.5), `hot_partitions`, `batch_fraction` (0),
+    /// `batch_max` (10), `linearizable_reads`. At most one per scenario, and none beside
+    /// `produce` steps (their values would collide).
+    Workload(WorkloadOptions),
+    /// `strike`: one strike of the `aimed` package, its keys those of the history's
+    /// `aim` (`aim = "controller-cut"`, `request = "transfer-leader"`, `gated = true`,
+    /// ...): it waits for its moment and hits the node holding the role, as in a test.
+    /// A strike that finds no target is recorded and the steps go on.
+    Strike(Aim),
+    /// `stop-strike`: undo what the strikes left (restart, resume, uncut, release).
+    StopStrike,
 }
 
 /// The cut of a partition step.
@@ -256,6 +312,9 @@ impl StepKind {
             StepKind::WaitUntil { .. } => "wait-until",
             StepKind::Sleep(_) => "sleep",
             StepKind::Await => "await",
+            StepKind::Workload(_) => "workload",
+            StepKind::Strike(_) => "strike",
+            StepKind::StopStrike => "stop-strike",
         }
     }
 }
@@ -274,6 +333,8 @@ struct RawScenario {
     #[serde(default)]
     switch: Option<Spanned<RawSwitch>>,
     expect: Spanned<RawExpect>,
+    #[serde(default)]
+    end: Option<Spanned<RawEnd>>,
     /// Each step's table, deserialized on its own so that an error names its line.
     #[serde(default, rename = "step")]
     steps: Vec<Spanned<toml::Table>>,
@@ -323,6 +384,17 @@ struct RawExpect {
     fixed: String,
     #[serde(default)]
     availability_bound: Option<String>,
+    #[serde(default)]
+    waive_durability: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnd {
+    #[serde(default)]
+    restart: bool,
+    #[serde(default)]
+    one_down: bool,
 }
 
 #[derive(Deserialize)]
@@ -395,6 +467,8 @@ enum RawStep {
         duration: String,
     },
     Await {},
+    Workload(WorkloadKeys),
+    StopStrike {},
 }
 
 // ----- loading -----------------------------------------------------------------------
@@ -480,31 +554,64 @@ impl Scenario {
                 reason: "no steps ([[step]] tables)".into(),
             });
         }
+        let end = match raw.end {
+            Some(end) => {
+                let end = end.into_inner();
+                EndDef {
+                    restart: end.restart,
+                    one_down: end.one_down,
+                }
+            }
+            None => EndDef::default(),
+        };
         let mut steps = Vec::new();
         for (i, raw_step) in raw.steps.into_iter().enumerate() {
             let span = raw_step.span();
             let line = line_of(text, span.start);
-            let table = raw_step.into_inner();
+            let mut table = raw_step.into_inner();
             let what = table
                 .get("do")
                 .and_then(toml::Value::as_str)
                 .unwrap_or("?")
                 .to_string();
-            let parsed = RawStep::deserialize(toml::Value::Table(table)).map_err(|e| {
-                at(
-                    span.clone(),
-                    format!("step {} ({what}): {}", i + 1, e.message().trim()),
-                )
-            })?;
-            let kind = validate_step(parsed, &cluster, &topic).map_err(|(what, reason)| {
-                at(span.clone(), format!("step {} ({what}): {reason}", i + 1))
-            })?;
+            let refused =
+                |reason: String| at(span.clone(), format!("step {} ({what}): {reason}", i + 1));
+            let may_fail = if MAY_FAIL_STEPS.contains(&what.as_str()) {
+                match table.remove("may_fail") {
+                    None => false,
+                    Some(toml::Value::Boolean(b)) => b,
+                    Some(other) => {
+                        return Err(refused(format!("may_fail = {other}: true or false")))
+                    }
+                }
+            } else {
+                false
+            };
+            let kind = if what == "strike" {
+                // The rest of the table is the aim itself, as the history records it.
+                table.remove("do");
+                let aim = Aim::deserialize(toml::Value::Table(table))
+                    .map_err(|e| refused(e.message().trim().to_string()))?;
+                StepKind::Strike(aim)
+            } else {
+                let parsed = RawStep::deserialize(toml::Value::Table(table))
+                    .map_err(|e| refused(e.message().trim().to_string()))?;
+                validate_step(parsed, &cluster, &topic).map_err(|(what, reason)| {
+                    at(span.clone(), format!("step {} ({what}): {reason}", i + 1))
+                })?
+            };
             steps.push(Step {
                 number: i + 1,
                 line,
                 kind,
+                may_fail,
             });
         }
+        validate_load(&steps).map_err(|(step, reason)| ScenarioError {
+            file: file.clone(),
+            line: Some(step.line),
+            reason: format!("step {} ({}): {reason}", step.number, step.kind.name()),
+        })?;
         Ok(Scenario {
             name,
             path: path.to_path_buf(),
@@ -515,6 +622,7 @@ impl Scenario {
             topic,
             switch,
             expect,
+            end,
             steps,
         })
     }
@@ -670,7 +778,10 @@ fn validate_switch(raw: RawSwitch) -> Result<Switch, String> {
     })
 }
 
-/// Anomaly kinds the checkers report (log checker and availability checker).
+/// Anomaly kinds the checkers and oracles report: the log checker's, the availability
+/// checker's, the settle checker's, the one-down probe's, the truncation and
+/// ISR-admission oracles'. A checker that says `invalid` without listing an anomaly
+/// counts as `not-<checker>` (`not-linearizable`), which an expectation may also name.
 pub const ANOMALY_KINDS: &[&str] = &[
     "lost-write",
     "unseen",
@@ -682,7 +793,20 @@ pub const ANOMALY_KINDS: &[&str] = &[
     "stale-read",
     "realtime-order",
     "unavailable-after-heal",
+    "roles-not-converged",
+    "isr-not-restored",
+    "unavailable-with-one-down",
+    "truncated-committed",
+    "isr-admitted-behind",
 ];
+
+/// Whether `kind` is one an expectation may name.
+pub fn known_anomaly(kind: &str) -> bool {
+    ANOMALY_KINDS.contains(&kind)
+        || kind.strip_prefix("not-").is_some_and(|checker| {
+            !checker.is_empty() && checker.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        })
+}
 
 /// The availability bound when a scenario gives none.
 pub const DEFAULT_AVAILABILITY_BOUND: Duration = Duration::from_secs(30);
@@ -698,7 +822,7 @@ fn validate_expect(raw: RawExpect) -> Result<Expectation, String> {
         return Err("buggy: name the anomalies the bug must produce".into());
     }
     for kind in &raw.buggy {
-        if !ANOMALY_KINDS.contains(&kind.as_str()) {
+        if !known_anomaly(kind) {
             return Err(format!(
                 "buggy: unknown anomaly {kind:?} (known: {})",
                 ANOMALY_KINDS.join(", ")
@@ -712,6 +836,7 @@ fn validate_expect(raw: RawExpect) -> Result<Expectation, String> {
     Ok(Expectation {
         buggy: raw.buggy,
         availability_bound,
+        waive_durability: raw.waive_durability,
     })
 }
 
@@ -853,8 +978,113 @@ fn validate_step(
         ),
         RawStep::Sleep { duration: text } => ("sleep", sleep_step(&text)),
         RawStep::Await {} => ("await", Ok(StepKind::Await)),
+        RawStep::Workload(keys) => ("workload", workload_step(keys)),
+        RawStep::StopStrike {} => ("stop-strike", Ok(StepKind::StopStrike)),
     };
     kind.map_err(|e| (what, e))
+}
+
+/// One workload step at most, and none beside produce steps: the workload's values
+/// (from 0 up) and the produce steps' (from 1 up) would collide.
+fn validate_load(steps: &[Step]) -> Result<(), (&Step, String)> {
+    let workloads: Vec<&Step> = steps
+        .iter()
+        .filter(|s| matches!(s.kind, StepKind::Workload(_)))
+        .collect();
+    if let Some(second) = workloads.get(1) {
+        return Err((
+            second,
+            format!(
+                "a second workload (the first is step {})",
+                workloads[0].number
+            ),
+        ));
+    }
+    if let Some(first) = workloads.first() {
+        if let Some(produce) = steps
+            .iter()
+            .find(|s| matches!(s.kind, StepKind::Produce { .. }))
+        {
+            return Err((
+                first,
+                format!(
+                    "a workload beside produce steps (step {}): their values would collide",
+                    produce.number
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The keys of a workload step, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadKeys {
+    #[serde(rename = "for")]
+    duration: String,
+    #[serde(default)]
+    rate: Option<f64>,
+    #[serde(default)]
+    concurrency: Option<usize>,
+    /// An integer, or a string of one (a seed above what TOML integers hold).
+    #[serde(default)]
+    seed: Option<toml::Value>,
+    #[serde(default)]
+    read_fraction: Option<f64>,
+    #[serde(default)]
+    hot_partitions: bool,
+    #[serde(default)]
+    batch_fraction: Option<f64>,
+    #[serde(default)]
+    batch_max: Option<u32>,
+    #[serde(default)]
+    linearizable_reads: bool,
+}
+
+fn workload_step(keys: WorkloadKeys) -> Result<StepKind, String> {
+    let seed = match &keys.seed {
+        None => 0,
+        Some(toml::Value::Integer(n)) => {
+            u64::try_from(*n).map_err(|_| format!("seed = {n}: not negative"))?
+        }
+        Some(toml::Value::String(text)) => text
+            .trim()
+            .parse()
+            .map_err(|_| format!("seed = {text:?}: not a number"))?,
+        Some(other) => return Err(format!("seed = {other}: an integer")),
+    };
+    let mut options = WorkloadOptions::new(WorkloadKind::Log, seed);
+    options.time_limit = scenario_duration("for", &keys.duration)?;
+    if options.time_limit.is_zero() {
+        return Err("for: must be above zero".into());
+    }
+    if let Some(rate) = keys.rate {
+        options.rate = rate;
+    }
+    if let Some(concurrency) = keys.concurrency {
+        if concurrency == 0 || concurrency > 1000 {
+            return Err(format!("concurrency = {concurrency}: 1 to 1000"));
+        }
+        options.concurrency = concurrency;
+    }
+    if let Some(fraction) = keys.read_fraction {
+        options.read_fraction = fraction;
+    }
+    options.hot_partitions = keys.hot_partitions;
+    if let Some(fraction) = keys.batch_fraction {
+        options.batch_fraction = fraction;
+    }
+    if let Some(max) = keys.batch_max {
+        options.batch_max = max;
+    }
+    if keys.linearizable_reads {
+        options.read_consistency = Consistency::Linearizable;
+    }
+    // The generator's own checks (rate, fractions, batch sizes).
+    workloads::generator::Generator::new(options.generator_options(1))
+        .map_err(|e| e.to_string())?;
+    Ok(StepKind::Workload(options))
 }
 
 /// The keys of a produce step, as written.

@@ -28,15 +28,18 @@ use crate::check::CheckSettings;
 use crate::cluster::Cluster;
 use crate::faults::{ClusterFaults, HistoryJournal};
 use crate::lifecycle::{self, Broker, Judged, Phases, Ran};
+use crate::one_down::OneDown;
 use spec::{
-    BackendSpec, BrokerSettings, Expectation, PartitionAvailability, Plan, RunFolder, RunStats,
-    ScenarioInfo, ScenarioPlan, TestSpec,
+    BackendSpec, BrokerSettings, Expectation, OneDownProbe, PartitionAvailability, Plan, RunFolder,
+    RunStats, ScenarioInfo, ScenarioPlan, TestSpec,
 };
 use sut::{Connector, TopicLayout, TopicSpec};
 use workloads::availability::probe_availability;
 use workloads::log::{read, ReadSpec};
 use workloads::recorder::Recorder;
-use workloads::{Consistency, WorkloadKind, WorkloadOptions, FINAL_READ_MAX};
+use workloads::{
+    Consistency, WorkloadError, WorkloadKind, WorkloadOptions, WorkloadStats, FINAL_READ_MAX,
+};
 
 /// Bounds the start of each group of nodes and the creation of the topic.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -125,7 +128,7 @@ impl Phases for ScenarioTest<'_> {
     }
 
     fn waives_durability(&self) -> bool {
-        false
+        self.scenario.expect.waive_durability
     }
 
     fn scenario(&self) -> Option<ScenarioInfo> {
@@ -173,6 +176,7 @@ impl Phases for ScenarioTest<'_> {
         Ok(Ran {
             stats: RunStats {
                 availability: played.availability,
+                one_down: played.one_down,
                 history_unix_ms: Some(played.history_unix_ms),
                 history_unix_ms_at_end: Some(played.history_unix_ms_at_end),
                 ..RunStats::default()
@@ -274,6 +278,8 @@ struct Played {
     problem: Option<String>,
     /// The availability probe's findings.
     availability: Vec<PartitionAvailability>,
+    /// The one-down probe's, when the scenario's end asks for it.
+    one_down: Option<OneDownProbe>,
     /// The history's time 0 by the wall clock ([`Recorder::wall_start_unix_ms`]), read
     /// when the recording began and again when it ended.
     history_unix_ms: u64,
@@ -295,12 +301,13 @@ async fn play_on(scenario: &Scenario, cluster: Arc<Cluster>, folder: &RunFolder)
             Some(problem)
         }
     };
-    let ended = player.end().await;
+    let ended = player.end().await?;
     let history_unix_ms_at_end = recorder.wall_start_unix_ms();
     recorder.finish()?;
     Ok(Played {
         problem,
-        availability: ended?,
+        availability: ended.availability,
+        one_down: ended.one_down,
         history_unix_ms,
         history_unix_ms_at_end,
     })
@@ -367,6 +374,16 @@ async fn wait_registered(cluster: &Cluster, nodes: &[String]) -> Result<()> {
     )
 }
 
+/// What the end of a play found.
+struct Ended {
+    availability: Vec<PartitionAvailability>,
+    one_down: Option<OneDownProbe>,
+}
+
+/// Bounds the wait for the cluster to serve again after the final heal of an `[end]`
+/// with `restart`, and after the one-down probe.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The state of one play.
 struct Player<'a> {
     scenario: &'a Scenario,
@@ -379,6 +396,10 @@ struct Player<'a> {
     /// The next value to write (values are unique in a history).
     values: Arc<AtomicI64>,
     background: JoinSet<Result<ProduceTally>>,
+    /// The workload step's clients, while they run.
+    workload: Option<tokio::task::JoinHandle<Result<WorkloadStats, WorkloadError>>>,
+    /// The nemesis's hands on the cluster (the one-down probe uses them too).
+    control: Arc<ClusterFaults>,
     /// Failpoints armed and not released, as (node, point).
     armed: BTreeSet<(String, String)>,
     nemesis_steps: u64,
@@ -451,7 +472,8 @@ impl<'a> Player<'a> {
             },
             swarm: None,
         };
-        let nemesis = Nemesis::new(options, control, journal.clone());
+        let hands: Arc<dyn nemesis::ClusterControl> = control.clone();
+        let nemesis = Nemesis::new(options, hands, journal.clone());
         Ok(Player {
             scenario,
             cluster,
@@ -461,6 +483,8 @@ impl<'a> Player<'a> {
             connector,
             values: Arc::new(AtomicI64::new(1)),
             background: JoinSet::new(),
+            workload: None,
+            control,
             armed: BTreeSet::new(),
             nemesis_steps: 0,
         })
@@ -470,7 +494,14 @@ impl<'a> Player<'a> {
         let total = self.scenario.steps.len();
         for step in &self.scenario.steps {
             let began = Instant::now();
-            let said = self.step(&step.kind).await.with_context(|| {
+            let said = match self.step(&step.kind).await {
+                // A fault that did not happen, on a step that may fail: recorded, go on.
+                Err(error) if step.may_fail && error.is::<FaultFailed>() => {
+                    Ok(format!("did not act (may_fail): {error:#}"))
+                }
+                done => done,
+            };
+            let said = said.with_context(|| {
                 format!(
                     "step {} ({}, line {})",
                     step.number,
@@ -592,6 +623,46 @@ impl<'a> Player<'a> {
                 tokio::time::sleep(*duration).await;
                 Ok(format!("slept {:.2} s", duration.as_secs_f64()))
             }
+            StepKind::Workload(options) => {
+                // As a test's clients: once every partition has a leader serving.
+                let topic = &self.scenario.topic;
+                let partitions = u32::try_from(topic.assignment.len()).unwrap_or(u32::MAX);
+                let began = Instant::now();
+                while !self.cluster.api.topic_served(&topic.name, partitions).await {
+                    if began.elapsed() >= SETUP_TIMEOUT {
+                        bail!("{} is not served after {SETUP_TIMEOUT:?}", topic.name);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let connector = Arc::clone(&self.connector);
+                let recorder = self.recorder.clone();
+                let options = options.clone();
+                let said = format!(
+                    "{} clients at {} ops/s for {:.1} s in the background",
+                    options.concurrency,
+                    options.rate,
+                    options.time_limit.as_secs_f64()
+                );
+                self.workload = Some(tokio::spawn(async move {
+                    // Never stopped early: it ends at its time limit.
+                    let (_stopper, stop) = workloads::stop_signal();
+                    workloads::run_workload(&*connector, &options, &recorder, &stop).await
+                }));
+                Ok(said)
+            }
+            StepKind::Strike(aim) => {
+                match self
+                    .fault(PackageKind::Aimed, Action::Aim(aim.clone()))
+                    .await
+                {
+                    // A strike whose moment did not come is recorded; the steps go on.
+                    Err(error) if error.is::<FaultFailed>() => {
+                        Ok(format!("did not strike: {error:#}"))
+                    }
+                    done => done,
+                }
+            }
+            StepKind::StopStrike => self.fault(PackageKind::Aimed, Action::StopAim).await,
         }
     }
 
@@ -673,6 +744,13 @@ impl<'a> Player<'a> {
         let mut tally = ProduceTally::default();
         while let Some(joined) = self.background.join_next().await {
             tally.merge(joined.context("background produce task")??);
+        }
+        if let Some(workload) = self.workload.take() {
+            let stats = workload.await.context("the workload's task")??;
+            eprintln!(
+                "  workload done: {} ops ({} ok, {} fail, {} info)",
+                stats.ops, stats.ok, stats.fail, stats.info
+            );
         }
         Ok(tally)
     }
@@ -756,10 +834,36 @@ impl<'a> Player<'a> {
     /// The end of every play: background writes awaited, cuts removed, paused nodes
     /// resumed, failpoints released; then the availability probe (its findings
     /// returned) and the final reads.
-    async fn end(&mut self) -> Result<Vec<PartitionAvailability>> {
+    async fn end(&mut self) -> Result<Ended> {
         let tally = self.await_background().await?;
         if tally.ok + tally.fail + tally.info > 0 {
             eprintln!("  background writes done: {tally}");
+        }
+        let partitions = u32::try_from(self.scenario.topic.assignment.len()).unwrap_or(u32::MAX);
+        let mut recovered = true;
+        if self.scenario.end.restart {
+            // As a test's final heal: every fault undone, then the cluster serving again.
+            let left = self
+                .nemesis
+                .heal_all()
+                .await
+                .context("the nemesis could not record the final heal")?;
+            if !left.is_healed() {
+                eprintln!("  warning: the final heal left faults in place");
+            }
+            if let Err(problem) = crate::test_run::wait_serving(
+                &self.cluster,
+                &self.scenario.topic.name,
+                partitions,
+                RECOVERY_TIMEOUT,
+            )
+            .await
+            {
+                eprintln!(
+                    "  warning: after the final heal the cluster did not serve again: {problem}"
+                );
+                recovered = false;
+            }
         }
         let healed = self.heal_network().await;
         if let Err(error) = &healed {
@@ -819,13 +923,82 @@ impl<'a> Player<'a> {
         } else {
             FINAL_READS_TIMEOUT
         };
+        let one_down = if self.scenario.end.one_down {
+            let probe = self
+                .one_down(&options, &availability, recovered, partitions)
+                .await?;
+            if probe.node.is_some() {
+                if let Err(problem) = crate::test_run::wait_serving(
+                    &self.cluster,
+                    &self.scenario.topic.name,
+                    partitions,
+                    RECOVERY_TIMEOUT,
+                )
+                .await
+                {
+                    eprintln!(
+                        "  warning: after the one-down probe the cluster did not serve again: {problem}"
+                    );
+                }
+            }
+            Some(probe)
+        } else {
+            None
+        };
         let finals =
             workloads::final_reads(&*self.connector, &options, &self.recorder, finals_timeout)
                 .await?;
         if !finals.complete() {
             eprintln!("  warning: the final reads did not reach the end of every partition");
         }
-        Ok(availability)
+        Ok(Ended {
+            availability,
+            one_down,
+        })
+    }
+
+    /// The one-down probe of a test, on the scenario's topic: the replication factor is
+    /// the largest replica set the metadata shows for it now (a topic may have grown).
+    async fn one_down(
+        &self,
+        options: &WorkloadOptions,
+        availability: &[PartitionAvailability],
+        recovered: bool,
+        partitions: u32,
+    ) -> Result<OneDownProbe> {
+        let topic = &self.scenario.topic;
+        let shown = self
+            .cluster
+            .api
+            .roles(&self.cluster.node_names())
+            .await
+            .and_then(|roles| {
+                roles
+                    .partitions
+                    .iter()
+                    .filter(|p| p.topic == topic.name)
+                    .map(|p| p.replicas.len())
+                    .max()
+            });
+        let assigned = topic.assignment.iter().map(Vec::len).max().unwrap_or(1);
+        let replication_factor = u32::try_from(shown.unwrap_or(assigned)).unwrap_or(1);
+        let available = recovered && availability.iter().all(|p| p.first_write_secs.is_some());
+        OneDown {
+            cluster: &self.cluster,
+            topic: &topic.name,
+            control: &self.control,
+            journal: &self.journal,
+            connector: &*self.connector,
+            options,
+            recorder: &self.recorder,
+            replication_factor,
+            partitions,
+            seed: 0,
+            bound: self.scenario.expect.availability_bound,
+            kill: available,
+        }
+        .run()
+        .await
     }
 }
 
