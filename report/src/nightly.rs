@@ -98,6 +98,48 @@ pub struct NightlyRun {
     pub secs: f64,
     /// What went wrong when the status is `error`.
     pub error: Option<String>,
+    /// A failing matrix run shrunk into a scenario file (`--shrink-budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<Shrunk>,
+}
+
+/// A failing run shrunk into a scenario file (`harness shrink`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shrunk {
+    /// The scenario file written (reproduces nothing when `reproduced` is 0: the run as
+    /// lifted).
+    pub scenario: PathBuf,
+    /// The shrink's folder (`shrink.md`: every candidate and its plays).
+    pub folder: PathBuf,
+    pub faults_before: usize,
+    pub faults_after: usize,
+    /// Plays of the written file that reproduced the failure, of `tries`.
+    pub reproduced: u32,
+    pub tries: u32,
+    pub secs: f64,
+}
+
+impl Shrunk {
+    /// A line for people: `3 of 14 faults, reproduces 5/5: <file>`.
+    pub fn line(&self) -> String {
+        if self.reproduced == 0 {
+            format!(
+                "the lifted run ({} faults) did not reproduce in {} plays: {}",
+                self.faults_before,
+                self.tries,
+                self.scenario.display()
+            )
+        } else {
+            format!(
+                "{} of {} faults, reproduces {}/{}: {}",
+                self.faults_after,
+                self.faults_before,
+                self.reproduced,
+                self.tries,
+                self.scenario.display()
+            )
+        }
+    }
 }
 
 /// `--detect`: how long random faults took to find one bug switch, per seed.
@@ -567,6 +609,7 @@ fn run_row(run: &NightlyRun, change: Change, dir: &Path) -> Markup {
                 (run.description)
                 @if run.key != run.description { div.sub { "key: " (run.key) } }
                 @if let Some(why) = &run.expectation { div.sub.expectation { "expectation: " (why) } }
+                @if let Some(shrunk) = &run.shrunk { div.sub.shrunk { "shrunk: " (shrunk.line()) } }
                 @if let Some(error) = &run.error { div.err { (error) } }
             }
             td { @if let Some(seed) = run.seed { code { (seed) } } }
@@ -863,6 +906,9 @@ fn run_details(run: &NightlyRun) -> String {
     if let Some(why) = &run.expectation {
         let _ = writeln!(body, "expectation: {why}");
     }
+    if let Some(shrunk) = &run.shrunk {
+        let _ = writeln!(body, "shrunk: {}", shrunk.line());
+    }
     if let Some(error) = &run.error {
         let _ = writeln!(body, "error: {error}");
     }
@@ -1094,6 +1140,7 @@ mod tests {
             run_dir: None,
             secs: 12.5,
             error: (status == Status::Error).then(|| "cluster did not start".into()),
+            shrunk: None,
         }
     }
 
@@ -1375,6 +1422,50 @@ mod tests {
         }
         std::fs::write(store.join("log/20260302T021500/report.html"), "<html/>").unwrap();
         (previous, current)
+    }
+
+    #[test]
+    fn a_shrunk_failure_shows_its_scenario_and_rate_and_older_summaries_still_read() {
+        let mut failing = run("m001", "log", Status::Fail);
+        failing.shrunk = Some(Shrunk {
+            scenario: PathBuf::from("/store/shrink/20261207T210000/shrunk.toml"),
+            folder: PathBuf::from("/store/shrink/20261207T210000"),
+            faults_before: 9,
+            faults_after: 2,
+            reproduced: 3,
+            tries: 3,
+            secs: 600.0,
+        });
+        let current = night(vec![failing]);
+        let changes = compare(None, &current);
+        let page = render_html(&current, &changes, None, Path::new("/store/nightly/x"));
+        assert!(
+            page.contains(
+                "shrunk: 2 of 9 faults, reproduces 3/3: /store/shrink/20261207T210000/shrunk.toml"
+            ),
+            "{page}"
+        );
+        assert!(junit_xml(&current).contains("shrunk: 2 of 9 faults"));
+        let text = serde_json::to_string(&current).unwrap();
+        let read: NightlySummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, current);
+        // A summary written before shrinking existed has no `shrunk`.
+        let older = text.replace(
+            &format!(
+                ",\"shrunk\":{}",
+                serde_json::to_string(&current.runs[0].shrunk).unwrap()
+            ),
+            "",
+        );
+        assert!(!older.contains("shrunk"), "{older}");
+        let read: NightlySummary = serde_json::from_str(&older).unwrap();
+        assert_eq!(read.runs[0].shrunk, None);
+        // A lifted run that did not reproduce says so.
+        let mut none = current.runs[0].shrunk.clone().unwrap();
+        none.reproduced = 0;
+        assert!(none
+            .line()
+            .starts_with("the lifted run (9 faults) did not reproduce in 3 plays"));
     }
 
     #[test]

@@ -58,6 +58,16 @@ pub struct NightlyArgs {
     #[arg(long = "bug", value_name = "JIRA", conflicts_with = "detect")]
     pub regressions: Vec<String>,
 
+    /// After the runs, shrink every new failure of a random test into a scenario file
+    /// (as `harness shrink`; the summary links it with its reproduction rate), for at
+    /// most this long in all, beyond `--budget` (`0s`: none).
+    #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "DURATION")]
+    pub shrink_budget: Duration,
+
+    /// Plays per candidate of those shrinks.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub shrink_tries: u32,
+
     /// Where the random tests' nodes live (the reproductions always use netns).
     #[command(flatten)]
     pub backend: BackendArgs,

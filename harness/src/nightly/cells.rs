@@ -73,6 +73,7 @@ fn matrix_run(
         run_dir: None,
         secs,
         error: None,
+        shrunk: None,
     };
     match outcome {
         Ok(outcome) => {

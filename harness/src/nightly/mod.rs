@@ -21,11 +21,12 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use report::nightly::{NightlyRun, RunKind, Status};
+use report::nightly::{NightlyRun, RunKind, Shrunk, Status};
 
 use crate::lifecycle::Broker;
 use crate::scenario::run::{play, Mode, PlayOutcome};
 use crate::scenario::{self, Scenario};
+use crate::shrink::ShrinkOptions;
 pub use args::{NightlyArgs, BUG_SWITCHES};
 use cells::{cell_spec, run_cell};
 use matrix::Cell;
@@ -76,6 +77,7 @@ pub fn run(args: &NightlyArgs) -> Result<i32> {
         run_reproductions(&scenarios, &mut night, &runtime, &broker, &args.store)?;
         run_matrix(args, &mut night, &runtime, &broker)?;
     }
+    shrink_new_failures(args, &mut night, &runtime, &broker)?;
     night.finish()?;
     Ok(night.exit_code())
 }
@@ -173,6 +175,7 @@ fn repro_run(
         run_dir: None,
         secs,
         error: None,
+        shrunk: None,
     };
     match played {
         Ok(outcome) => {
@@ -197,6 +200,72 @@ fn repro_run(
     }
     run
 }
+
+/// Each new failure of a random run shrunk into a scenario file, newest-first as the
+/// summary lists them, while `--shrink-budget` lasts (the last one gets what is left).
+/// A run that cannot be shrunk (a register run, say) is said and skipped.
+fn shrink_new_failures(
+    args: &NightlyArgs,
+    night: &mut Night,
+    runtime: &tokio::runtime::Runtime,
+    broker: &Broker,
+) -> Result<()> {
+    if args.shrink_budget.is_zero() {
+        return Ok(());
+    }
+    let began = Instant::now();
+    let changes = night.changes();
+    for index in report::nightly::listing_order(&changes) {
+        let run = &night.summary.runs[index];
+        let new_failure = changes[index] == report::nightly::Change::NewFailure;
+        let (RunKind::Matrix, Status::Fail, true, Some(dir)) =
+            (run.kind, run.status, new_failure, run.run_dir.clone())
+        else {
+            continue;
+        };
+        let left = args.shrink_budget.saturating_sub(began.elapsed());
+        if left < MIN_SHRINK {
+            println!("shrink budget spent: {} not shrunk", run.id);
+            continue;
+        }
+        println!("\n[shrink {}] {}", run.id, dir.display());
+        let options = ShrinkOptions {
+            run: dir,
+            budget: left,
+            tries: args.shrink_tries,
+            out: None,
+            store: args.store.clone(),
+        };
+        match crate::shrink::shrink_run(&options, runtime, broker) {
+            Ok(report) => {
+                let shrunk = Shrunk {
+                    scenario: report.scenario,
+                    folder: report.folder,
+                    faults_before: report.original_faults,
+                    faults_after: report.final_faults,
+                    reproduced: report.final_reproduced,
+                    tries: report.tries,
+                    secs: report.secs,
+                };
+                println!(
+                    "[shrink {}] {}",
+                    night.summary.runs[index].id,
+                    shrunk.line()
+                );
+                night.summary.runs[index].shrunk = Some(shrunk);
+                night.write()?;
+            }
+            Err(error) => eprintln!(
+                "[shrink {}] not shrunk: {error:#}",
+                night.summary.runs[index].id
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// A shrink needs at least this long to measure the lifted run.
+const MIN_SHRINK: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Random cells until the budget is spent: a cell is started only while its shortest
 /// client phase plus the expected overhead still fits.

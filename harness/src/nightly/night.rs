@@ -96,6 +96,11 @@ impl Night {
         self.write()
     }
 
+    /// How each run compares with the previous night.
+    pub fn changes(&self) -> Vec<summary::Change> {
+        summary::compare(self.previous.as_ref().map(|(_, s)| s), &self.summary)
+    }
+
     /// Rewrites `summary.json`, `summary.html` and `junit.xml`.
     pub fn write(&self) -> Result<()> {
         let changes = summary::compare(self.previous.as_ref().map(|(_, s)| s), &self.summary);

@@ -94,6 +94,8 @@ pub struct ShrinkReport {
     pub minimal: bool,
     pub secs: f64,
     pub scenario: PathBuf,
+    /// Where the candidates, their plays and this report are.
+    pub folder: PathBuf,
     pub skipped: Vec<String>,
     pub tried: Vec<Tried>,
 }
@@ -117,23 +119,74 @@ struct Shrink<'a> {
     seen: BTreeMap<String, u32>,
 }
 
+/// What one shrink is given (the command's flags, or the nightly's).
+#[derive(Debug, Clone)]
+pub struct ShrinkOptions {
+    pub run: PathBuf,
+    pub budget: Duration,
+    pub tries: u32,
+    /// Where to write the file (default: `shrunk.toml` in the shrink's folder).
+    pub out: Option<PathBuf>,
+    /// The store, whose `shrink/<time>/` holds the shrink's plays and reports.
+    pub store: PathBuf,
+}
+
 /// Runs `harness shrink`; the exit code: 0 when a scenario reproducing the failure was
 /// written, 1 when the lifted run does not reproduce it.
 pub fn run(args: &ShrinkArgs) -> Result<i32> {
     check_args(args)?;
-    let began = Instant::now();
-    let lifted = lift::lift(&args.run)?;
-    let expect: Vec<String> = lifted.kinds.keys().cloned().collect();
-    let stamp = chrono::Local::now().format("%Y%m%dT%H%M%S").to_string();
-    let dir = args.store.join("shrink").join(&stamp);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let out = args.out.clone().unwrap_or_else(|| dir.join("shrunk.toml"));
-    let all: Vec<usize> = (0..lifted.faults.len()).collect();
+    let options = ShrinkOptions {
+        run: args.run.clone(),
+        budget: args.budget,
+        tries: args.tries,
+        out: args.out.clone(),
+        store: args.store.clone(),
+    };
+    if args.lift_only {
+        let lifted = lift::lift(&args.run)?;
+        announce(&lifted);
+        let all: Vec<usize> = (0..lifted.faults.len()).collect();
+        let expect: Vec<String> = lifted.kinds.keys().cloned().collect();
+        let out = match &args.out {
+            Some(out) => out.clone(),
+            None => shrink_dir(&args.store)?.join("lifted.toml"),
+        };
+        write_checked(&out, &lifted.render(&all, &expect, &Provenance::default()))?;
+        println!("scenario: {}", out.display());
+        return Ok(0);
+    }
+    let broker = Broker::resolve(args.broker_bin.as_deref())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = shrink_run(&options, &runtime, &broker)?;
+    if report.final_reproduced == 0 {
+        eprintln!(
+            "the lifted scenario did not reproduce the failure in {} play(s): nothing to shrink \
+             (it is written to {} as lifted)",
+            report.tries,
+            report.scenario.display()
+        );
+        return Ok(1);
+    }
+    println!(
+        "scenario: {} ({} of {} faults, reproduced in {} of {} plays)",
+        report.scenario.display(),
+        report.final_faults,
+        report.original_faults,
+        report.final_reproduced,
+        report.tries
+    );
+    Ok(0)
+}
+
+fn announce(lifted: &Lifted) {
     eprintln!(
         "lifted {}: {} fault(s), failing with {}{}",
-        args.run.display(),
+        lifted.run.display(),
         lifted.faults.len(),
-        expect.join(", "),
+        lifted.kinds.keys().cloned().collect::<Vec<_>>().join(", "),
         if lifted.skipped.is_empty() {
             String::new()
         } else {
@@ -143,25 +196,55 @@ pub fn run(args: &ShrinkArgs) -> Result<i32> {
             )
         }
     );
-    if args.lift_only {
-        let text = lifted.render(&all, &expect, &Provenance::default());
-        write_checked(&out, &text)?;
-        println!("scenario: {}", out.display());
-        return Ok(0);
+}
+
+/// A fresh `<store>/shrink/<time>/` (a suffix when that second is taken).
+fn shrink_dir(store: &Path) -> Result<PathBuf> {
+    let stamp = chrono::Local::now().format("%Y%m%dT%H%M%S").to_string();
+    let base = store.join("shrink");
+    std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
+    for n in 0..100 {
+        let name = if n == 0 {
+            stamp.clone()
+        } else {
+            format!("{stamp}-{n}")
+        };
+        let dir = base.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
     }
-    let broker = Broker::resolve(args.broker_bin.as_deref())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    bail!("cannot make a fresh folder in {}", base.display())
+}
+
+/// Lifts, measures, minimizes and writes one shrink (see the module docs); its report.
+/// When the lifted file does not reproduce the failure, it is written as lifted and the
+/// report's `final_reproduced` is 0.
+pub fn shrink_run(
+    options: &ShrinkOptions,
+    runtime: &tokio::runtime::Runtime,
+    broker: &Broker,
+) -> Result<ShrinkReport> {
+    let began = Instant::now();
+    let lifted = lift::lift(&options.run)?;
+    announce(&lifted);
+    let expect: Vec<String> = lifted.kinds.keys().cloned().collect();
+    let dir = shrink_dir(&options.store)?;
+    let out = options
+        .out
+        .clone()
+        .unwrap_or_else(|| dir.join("shrunk.toml"));
+    let all: Vec<usize> = (0..lifted.faults.len()).collect();
     let mut shrink = Shrink {
         lifted: &lifted,
         expect: expect.clone(),
         dir: dir.clone(),
-        broker: &broker,
-        runtime: &runtime,
-        tries: args.tries,
-        threshold: args.tries,
+        broker,
+        runtime,
+        tries: options.tries,
+        threshold: options.tries,
         tried: Vec::new(),
         seen: BTreeMap::new(),
     };
@@ -170,24 +253,17 @@ pub fn run(args: &ShrinkArgs) -> Result<i32> {
     if baseline == 0 {
         let text = lifted.render(&all, &expect, &Provenance::default());
         write_checked(&out, &text)?;
-        shrink.write_report(&out, 0, 0, false, began)?;
-        eprintln!(
-            "the lifted scenario did not reproduce the failure in {} play(s): nothing to shrink \
-             (it is written to {} as lifted)",
-            args.tries,
-            out.display()
-        );
-        return Ok(1);
+        return shrink.write_report(&out, 0, lifted.faults.len(), false, began);
     }
     // A candidate must reproduce nearly as often as the whole: 4 of 5 when the whole did
     // 5 of 5, at least once.
     shrink.threshold = ((baseline * 4).div_ceil(5)).max(1);
     eprintln!(
         "the lifted scenario reproduced in {baseline} of {} plays; a candidate must in {}",
-        args.tries, shrink.threshold
+        options.tries, shrink.threshold
     );
     let mut search = Ddmin::new(lifted.faults.len());
-    while began.elapsed() < args.budget {
+    while began.elapsed() < options.budget {
         let Some(candidate) = search.propose() else {
             break;
         };
@@ -210,7 +286,7 @@ pub fn run(args: &ShrinkArgs) -> Result<i32> {
     let mut lifted_best = lifted.clone();
     if let Some(length) = lifted.workload_for() {
         let shorter = lifted.last_done(&best) + WORKLOAD_AFTER_LAST_FAULT;
-        if began.elapsed() < args.budget && shorter + WORKLOAD_AFTER_LAST_FAULT <= length {
+        if began.elapsed() < options.budget && shorter + WORKLOAD_AFTER_LAST_FAULT <= length {
             let candidate = lifted.with_workload_for(shorter);
             let mut trial = Shrink {
                 lifted: &candidate,
@@ -243,7 +319,7 @@ pub fn run(args: &ShrinkArgs) -> Result<i32> {
         lines: vec![
             format!(
                 "Reproduced in {final_hits} of {} plays with the switch on (the lifted run: {baseline} of {}).",
-                args.tries, args.tries
+                options.tries, options.tries
             ),
             format!(
                 "Shrunk from {} to {} fault(s) in {:.0} s{}.",
@@ -260,15 +336,7 @@ pub fn run(args: &ShrinkArgs) -> Result<i32> {
     };
     let text = lifted.render(&best, &expect, &provenance);
     write_checked(&out, &text)?;
-    shrink.write_report(&out, final_hits, best.len(), minimal, began)?;
-    println!(
-        "scenario: {} ({} of {} faults, reproduced in {final_hits} of {} plays)",
-        out.display(),
-        best.len(),
-        lifted.faults.len(),
-        args.tries
-    );
-    Ok(if final_hits > 0 { 0 } else { 1 })
+    shrink.write_report(&out, final_hits, best.len(), minimal, began)
 }
 
 /// Writes `text` to `path` after checking that it loads as a scenario.
@@ -390,7 +458,7 @@ impl<'a> Shrink<'a> {
         final_faults: usize,
         minimal: bool,
         began: Instant,
-    ) -> Result<()> {
+    ) -> Result<ShrinkReport> {
         let lifted_reproduced = self.tried.first().map_or(0, |t| t.reproduced);
         let report = ShrinkReport {
             run: self.lifted.run.clone(),
@@ -404,13 +472,14 @@ impl<'a> Shrink<'a> {
             minimal,
             secs: began.elapsed().as_secs_f64(),
             scenario: scenario.to_path_buf(),
+            folder: self.dir.clone(),
             skipped: self.lifted.skipped.clone(),
             tried: self.tried.clone(),
         };
         spec::folder::write_json(&self.dir.join("shrink.json"), &report)?;
         std::fs::write(self.dir.join("shrink.md"), markdown(&report))?;
         eprintln!("shrink report: {}", self.dir.join("shrink.md").display());
-        Ok(())
+        Ok(report)
     }
 }
 
