@@ -851,17 +851,7 @@ impl<'a> Player<'a> {
             if !left.is_healed() {
                 eprintln!("  warning: the final heal left faults in place");
             }
-            if let Err(problem) = crate::test_run::wait_serving(
-                &self.cluster,
-                &self.scenario.topic.name,
-                partitions,
-                RECOVERY_TIMEOUT,
-            )
-            .await
-            {
-                eprintln!(
-                    "  warning: after the final heal the cluster did not serve again: {problem}"
-                );
+            if !self.serving_again("the final heal", partitions).await {
                 recovered = false;
             }
         }
@@ -928,18 +918,7 @@ impl<'a> Player<'a> {
                 .one_down(&options, &availability, recovered, partitions)
                 .await?;
             if probe.node.is_some() {
-                if let Err(problem) = crate::test_run::wait_serving(
-                    &self.cluster,
-                    &self.scenario.topic.name,
-                    partitions,
-                    RECOVERY_TIMEOUT,
-                )
-                .await
-                {
-                    eprintln!(
-                        "  warning: after the one-down probe the cluster did not serve again: {problem}"
-                    );
-                }
+                self.serving_again("the one-down probe", partitions).await;
             }
             Some(probe)
         } else {
@@ -955,6 +934,21 @@ impl<'a> Player<'a> {
             availability,
             one_down,
         })
+    }
+
+    /// Waits until the cluster serves the topic again after `what` (at most
+    /// [`RECOVERY_TIMEOUT`]); whether it does, with a warning when not.
+    async fn serving_again(&self, what: &str, partitions: u32) -> bool {
+        let topic = &self.scenario.topic.name;
+        match crate::test_run::wait_serving(&self.cluster, topic, partitions, RECOVERY_TIMEOUT)
+            .await
+        {
+            Ok(()) => true,
+            Err(problem) => {
+                eprintln!("  warning: after {what} the cluster did not serve again: {problem}");
+                false
+            }
+        }
     }
 
     /// The one-down probe of a test, on the scenario's topic: the replication factor is
