@@ -246,17 +246,20 @@ impl Entry<'_> {
     }
 }
 
-/// The nemesis's entries paired as the history pairs them: an entry completes the open
-/// one of its `f`, else opens one.
+/// The nemesis's entries paired: an entry completes the open one of its `f` and `key`,
+/// else opens one. The key (a partition, `jepsen/0`) tells apart the operations of one
+/// `f` that run side by side: the grows of several partitions are invoked together.
 fn entries(ops: &[Op]) -> Vec<Entry<'_>> {
     let mut paired: Vec<Entry<'_>> = Vec::new();
-    let mut open: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut open: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for op in ops.iter().filter(|op| op.process == Process::Nemesis) {
-        match open.remove(op.f.as_str()) {
+        let key = op.value.get("key").and_then(Value::as_str).unwrap_or("");
+        let slot = (op.f.as_str(), key);
+        match open.remove(&slot) {
             Some(at) if op.kind != history::OpType::Invoke => paired[at].done = Some(op),
             // An invocation while one of its f is open: the open one never ended.
             _ => {
-                open.insert(op.f.as_str(), paired.len());
+                open.insert(slot, paired.len());
                 paired.push(Entry {
                     invoke: op,
                     done: None,
@@ -1024,6 +1027,33 @@ mod tests {
             .cluster
             .settings
             .contains(&"metadata.session_timeout_ms=6000".to_string()));
+    }
+
+    #[test]
+    fn grows_of_several_partitions_invoked_together_pair_by_partition() {
+        let grow = |index: u64, secs: f64, key: &str, to: Option<&[&str]>| {
+            let value = match to {
+                Some(to) => json!({"key": key, "from": [to[0]], "to": to}),
+                None => json!({"key": key, "replication_factor": 3}),
+            };
+            entry(index, secs, "grow-replication", value, None)
+        };
+        let ops = vec![
+            grow(0, 5.0, "jepsen/0", None),
+            grow(1, 5.0, "jepsen/1", None),
+            grow(2, 5.1, "jepsen/1", Some(&["n2", "n3", "n4"])),
+            grow(3, 5.2, "jepsen/0", Some(&["n1", "n2", "n3"])),
+        ];
+        let lifted = lift_parts(Path::new("/r"), &record(), &failing(), &ops).expect("lifted");
+        let whats: Vec<&str> = lifted.faults.iter().map(|f| f.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            vec![
+                "reassign jepsen/0 to n1, n2, n3",
+                "reassign jepsen/1 to n2, n3, n4"
+            ]
+        );
+        assert!(lifted.skipped.is_empty(), "{:?}", lifted.skipped);
     }
 
     #[test]
