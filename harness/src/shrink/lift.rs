@@ -492,6 +492,8 @@ fn steps_of(entry: &Entry<'_>, topic: &str) -> Result<Vec<TimedStep>, String> {
             vec![key("do", "stop-strike")],
             "undo the strike".into(),
         )],
+        // A swarm period's draw: no fault itself (what it let act is recorded on its own).
+        "swarm" => Vec::new(),
         other => return Err(format!("no scenario step for {other:?} (topic {topic})")),
     })
 }
