@@ -34,6 +34,15 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// The run folder a command's output names last (`run: <dir>`).
+fn run_folder(out: &str) -> PathBuf {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("run:"))
+        .map(|l| PathBuf::from(l.trim()))
+        .next_back()
+        .expect("a run line")
+}
+
 fn failing() -> Results {
     let mut results = Results::default();
     results.add(
@@ -188,13 +197,7 @@ fn needs_root__a_lifted_run_plays_its_workload_faults_and_a_tests_end() {
         .output()
         .expect("harness test");
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let run = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("run:"))
-        .map(|l| PathBuf::from(l.trim()))
-        .next_back()
-        .expect("run line");
+    let run = run_folder(&String::from_utf8_lossy(&output.stdout));
     // Lifted as though it had failed (the lifting does not depend on the verdict beyond
     // refusing a valid run), every fault kept.
     let record: spec::TestRecord =
@@ -230,12 +233,7 @@ fn needs_root__a_lifted_run_plays_its_workload_faults_and_a_tests_end() {
         .expect("harness repro");
     assert_eq!(played.status.code(), Some(0), "{}", text(&played));
     let all_text = text(&played);
-    let play_dir = all_text
-        .lines()
-        .filter_map(|l| l.strip_prefix("run:"))
-        .map(|l| PathBuf::from(l.trim()))
-        .next_back()
-        .expect("run line");
+    let play_dir = run_folder(&all_text);
     let history = std::fs::read_to_string(play_dir.join("history.jsonl")).expect("history");
     let writes = history
         .lines()
