@@ -1,5 +1,8 @@
 //! acks=all produce throughput and latency on a three-broker loopback cluster, RF 3,
-//! everything in this one process (brokers and clients share the machine's cores).
+//! everything in this one process (brokers and clients share the machine's cores). The
+//! brokers share a cluster secret, as the harness's clusters do, so every fetch and
+//! LeaderAndIsr between them is signed and checked; `BENCH_NO_SECRET=1` runs them
+//! without one.
 //!
 //! `cargo bench -p broker --bench produce`; `BENCH_SECONDS` (default 5) sets the length
 //! of each phase, `BENCH_CLIENTS` (default 16 single, 8 batch) the concurrent clients. Prints, for single-value and batch produce: acknowledged records per
@@ -37,13 +40,15 @@ fn main() {
 }
 
 async fn run(length: Duration, clients: Option<usize>) {
-    let cluster = Arc::new(
-        TestCluster::start(
-            3,
-            "min_insync_replicas = 2\nreplica_lag_time_max_ms = 10000\nreplica_fetch_wait_max_ms = 500",
-        )
-        .await,
-    );
+    let mut settings =
+        "min_insync_replicas = 2\nreplica_lag_time_max_ms = 10000\nreplica_fetch_wait_max_ms = 500"
+            .to_string();
+    let signed = std::env::var_os("BENCH_NO_SECRET").is_none();
+    if signed {
+        let secret = peer_auth::ClusterSecret::draw().expect("a cluster secret");
+        settings.push_str(&format!("\ncluster_secret = \"{}\"", secret.to_hex()));
+    }
+    let cluster = Arc::new(TestCluster::start(3, &settings).await);
     let phases = [
         Phase {
             name: "single",
@@ -57,7 +62,8 @@ async fn run(length: Duration, clients: Option<usize>) {
         },
     ];
     println!(
-        "three brokers on loopback, RF 3, acks=all, min_insync_replicas 2, {}s per phase",
+        "three brokers on loopback, RF 3, acks=all, min_insync_replicas 2, peer requests {}, {}s per phase",
+        if signed { "signed" } else { "unsigned (no cluster secret)" },
         length.as_secs()
     );
     for (i, phase) in phases.iter().enumerate() {

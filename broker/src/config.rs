@@ -14,6 +14,7 @@
 //! replica_fetch_max_records = 500  # at most this many records per follower fetch (1..=10000)
 //! max_value_bytes = 1048576
 //! enable_failpoints = false        # serve PUT/DELETE /v1/debug/failpoints (a failpoints build only)
+//! cluster_secret = "5f1c…"         # hex, 16+ bytes: peers sign every request with it; default none
 //!
 //! [listeners]                      # this broker's three ports, one per kind of traffic
 //! client = "10.77.0.1:9092"
@@ -45,6 +46,7 @@
 
 use crate::replica::{BrokerId, BugSwitches, TruncationMode};
 use crate::storage::{FlushPolicy, StorageConfig};
+use peer_auth::ClusterSecret;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -104,6 +106,8 @@ struct RawConfig {
     max_value_bytes: usize,
     #[serde(default)]
     enable_failpoints: bool,
+    #[serde(default)]
+    cluster_secret: Option<String>,
     #[serde(default)]
     storage: StorageConfig,
     #[serde(default)]
@@ -248,6 +252,10 @@ pub struct NodeConfig {
     /// build with the `failpoints` feature): a test harness turns them on, a deployment
     /// leaves them off.
     pub enable_failpoints: bool,
+    /// The secret every request to the peer listeners (and every failpoint request) is
+    /// signed with ([`peer_auth`]); without one, those listeners answer anyone, as a Kafka
+    /// `PLAINTEXT` listener does, and the broker says so when it starts.
+    pub cluster_secret: Option<ClusterSecret>,
     pub storage: StorageConfig,
     pub metadata: MetadataConfig,
     pub controller: ControllerConfig,
@@ -407,6 +415,12 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
             "must be positive".into(),
         ));
     }
+    let cluster_secret = raw
+        .cluster_secret
+        .as_deref()
+        .map(ClusterSecret::from_hex)
+        .transpose()
+        .map_err(|e| refuse("cluster_secret", e.to_string()))?;
     Ok(NodeConfig {
         broker_id: raw.broker_id,
         data_dir: raw.data_dir,
@@ -421,6 +435,7 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
         replica_fetch_max_records: raw.replica_fetch_max_records,
         max_value_bytes: raw.max_value_bytes,
         enable_failpoints: raw.enable_failpoints,
+        cluster_secret,
         storage: raw.storage,
         metadata,
         controller: raw.controller,
@@ -540,6 +555,27 @@ flush_policy = { every_records = 100 }
         assert_eq!(config.metadata.voters, vec![1, 2], "first three brokers");
         assert_eq!(config.metadata.session_timeout_ms, 6_000);
         assert!(!config.controller.auto_leader_rebalance);
+        assert_eq!(config.cluster_secret, None);
+    }
+
+    #[test]
+    fn a_cluster_secret_is_hex_of_sixteen_bytes_or_more() {
+        let with = |secret: &str| {
+            GOOD.replace(
+                "min_insync_replicas = 2",
+                &format!("min_insync_replicas = 2\ncluster_secret = \"{secret}\""),
+            )
+        };
+        let hex = "00112233445566778899aabbccddeeff";
+        let config = NodeConfig::parse("node.toml", &with(hex)).unwrap();
+        assert_eq!(
+            config.cluster_secret.map(|s| s.to_hex()),
+            Some(hex.to_string())
+        );
+        for bad in ["00112233", "not hex at all, not hex at all!!", ""] {
+            let error = refused(&with(bad));
+            assert!(error.contains("key `cluster_secret`"), "{error}");
+        }
     }
 
     #[test]

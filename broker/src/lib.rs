@@ -23,6 +23,7 @@ pub mod config;
 pub mod controller;
 pub mod log;
 pub mod metadata;
+pub mod peer_gate;
 pub mod quorum;
 pub mod record;
 pub mod replica;

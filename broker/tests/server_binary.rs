@@ -351,3 +351,134 @@ async fn idle_connections_cannot_take_the_descriptors_the_logs_need() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Waits for the binary's first line on stdout (`broker N listening ...`).
+async fn wait_listening(child: &mut std::process::Child) -> String {
+    let stdout = child.stdout.take().expect("stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    });
+    tokio::time::timeout(Duration::from_secs(10), line)
+        .await
+        .expect("startup line in time")
+        .expect("join")
+        .expect("read stdout")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_cluster_secret_only_the_signing_broker_reaches_raft() {
+    use peer_auth::{ClusterSecret, Sender, Signer};
+    let dir = temp_dir("secret");
+    let secret = ClusterSecret::draw().expect("secret");
+    let (client, replication, metadata) = (free_port(), free_port(), free_port());
+    // Broker 2 is configured (a member) but never started; broker 1 is the only voter.
+    let text = format!(
+        "broker_id = 1\ndata_dir = \"{}\"\ncluster_secret = \"{}\"\n\n[listeners]\nclient = \"127.0.0.1:{client}\"\nreplication = \"127.0.0.1:{replication}\"\nmetadata = \"127.0.0.1:{metadata}\"\n\n[[brokers]]\nid = 1\nreplication = \"127.0.0.1:{replication}\"\nmetadata = \"127.0.0.1:{metadata}\"\n\n[[brokers]]\nid = 2\nreplication = \"127.0.0.1:{}\"\nmetadata = \"127.0.0.1:{}\"\n\n[metadata]\nvoters = [1]\n",
+        dir.join("data").display(),
+        secret.to_hex(),
+        free_port(),
+        free_port(),
+    );
+    let path = dir.join("node.toml");
+    std::fs::write(&path, text).expect("write config");
+    let start = || {
+        broker()
+            .arg("--config")
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn broker")
+    };
+    let mut child = start();
+    let line = wait_listening(&mut child).await;
+    assert!(line.starts_with("broker 1 listening"), "{line}");
+
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let vote_url = format!("http://127.0.0.1:{metadata}/raft/vote");
+    let vote = |node_id: u32, term: u64| {
+        json!({"vote": {"leader_id": {"term": term, "node_id": node_id}, "committed": false},
+               "last_log_id": {"leader_id": {"term": term, "node_id": node_id}, "index": 0}})
+    };
+    let send = |signer: Option<Signer>, body: serde_json::Value| {
+        let request = http.post(&vote_url).json(&body);
+        let http = http.clone();
+        async move {
+            let response = match signer {
+                Some(signer) => signer.send(&http, request).await.expect("send"),
+                None => request.send().await.expect("send"),
+            };
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap_or_default())
+        }
+    };
+    let as_sender = |sender| Some(Signer::new(Some(secret.clone()), sender));
+
+    // The bug report's vote, unsigned: refused at the door.
+    let (status, reason) = send(None, vote(99, u64::MAX)).await;
+    assert_eq!(status, 401, "{reason}");
+    assert!(reason.contains("unauthenticated"), "{reason}");
+    // Broker 2, with the secret, voting in broker 1's name.
+    let (status, reason) = send(as_sender(Sender::Broker(2)), vote(1, 7)).await;
+    assert_eq!(status, 403, "{reason}");
+    assert!(
+        reason.contains("speaks for node 1 but was signed by broker-2"),
+        "{reason}"
+    );
+    // Broker 2 in its own name, but with a term no cluster reaches.
+    let (status, reason) = send(as_sender(Sender::Broker(2)), vote(2, u64::MAX)).await;
+    assert_eq!(status, 403, "{reason}");
+    assert!(reason.contains("term"), "{reason}");
+    // The harness has no business on the metadata listener.
+    let (status, reason) = send(as_sender(Sender::Harness), vote(1, 7)).await;
+    assert_eq!(status, 403, "{reason}");
+    assert!(reason.contains("not_a_peer"), "{reason}");
+
+    // The node still works, and comes back after a restart (nothing was saved).
+    for round in 0..2 {
+        if round == 1 {
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success());
+            let exit = tokio::task::spawn_blocking(move || child.wait());
+            let exit = tokio::time::timeout(Duration::from_secs(10), exit)
+                .await
+                .expect("broker exits in time")
+                .expect("join")
+                .expect("wait");
+            assert!(exit.success(), "{exit:?}");
+            child = start();
+            let line = wait_listening(&mut child).await;
+            assert!(line.starts_with("broker 1 listening"), "{line}");
+        }
+        let mut created = None;
+        for _ in 0..100 {
+            let response = http
+                .post(format!("http://127.0.0.1:{client}/v1/topics"))
+                .json(&json!({"topic": format!("t{round}"), "partitions": 1, "replication_factor": 1}))
+                .send()
+                .await
+                .expect("create topic");
+            if response.status().as_u16() != 503 {
+                created = Some(response.status().as_u16());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            created.is_some_and(|status| (200..300).contains(&status)),
+            "round {round}: create topic: {created:?}"
+        );
+    }
+    let _ = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

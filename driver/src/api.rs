@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use sut::{
-    error_chain, AdminAction, Api, ApiError, BoxFuture, Connector, ControllerView, DbError,
-    NodeInfo, ReplicaView, Roles, Target, TopicLayout, TopicSpec,
+    error_chain, AdminAction, Api, ApiError, BoxFuture, ClusterSecret, Connector, ControllerView,
+    DbError, NodeInfo, ReplicaView, Roles, Target, TopicLayout, TopicSpec,
 };
 
 use crate::client::{BrokerConnector, ClientNode};
@@ -54,11 +54,14 @@ pub struct BrokerApi {
     nodes: Vec<ApiNode>,
     ids: BrokerIds,
     http: reqwest::Client,
+    /// Signs the failpoint requests as the harness, with the cluster's secret.
+    signer: peer_auth::Signer,
 }
 
 impl BrokerApi {
-    /// The API of `nodes` (node `i` is broker id `i + 1`).
-    pub fn new(nodes: &[NodeInfo]) -> Result<BrokerApi, DbError> {
+    /// The API of `nodes` (node `i` is broker id `i + 1`), signing what needs it with
+    /// `secret`.
+    pub fn new(nodes: &[NodeInfo], secret: &ClusterSecret) -> Result<BrokerApi, DbError> {
         let nodes: Vec<ApiNode> = nodes
             .iter()
             .enumerate()
@@ -88,6 +91,7 @@ impl BrokerApi {
             ),
             nodes,
             http,
+            signer: peer_auth::Signer::new(Some(secret.clone()), peer_auth::Sender::Harness),
         })
     }
 
@@ -387,11 +391,14 @@ impl BrokerApi {
             Some(actions) => self.http.put(url).json(&json!({ "actions": actions })),
             None => self.http.delete(url),
         };
-        let response = request
-            .timeout(ADMIN_TIMEOUT)
-            .send()
+        let response = self
+            .signer
+            .send(&self.http, request.timeout(ADMIN_TIMEOUT))
             .await
-            .map_err(|e| ApiError(format!("{name}: {}", error_chain(&e))))?;
+            .map_err(|e| match e {
+                peer_auth::SendError::Http(e) => ApiError(format!("{name}: {}", error_chain(&e))),
+                other => ApiError(format!("{name}: {other}")),
+            })?;
         let status = response.status();
         let answer: Value = response.json().await.unwrap_or(Value::Null);
         if status.is_success() {

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use sut::{DbError, NodeInfo};
+use sut::{ClusterSecret, DbError, NodeInfo};
 
 use crate::{BrokerDb, CLIENT_PORT, METADATA_PORT, REPLICATION_PORT};
 
@@ -13,7 +13,14 @@ use crate::{BrokerDb, CLIENT_PORT, METADATA_PORT, REPLICATION_PORT};
 pub const NODE_TOML: &str = "node.toml";
 
 /// Keys the harness sets itself; a setting may not change them.
-const HARNESS_KEYS: [&str; 5] = ["broker_id", "data_dir", "listeners", "brokers", "bugs"];
+const HARNESS_KEYS: [&str; 6] = [
+    "broker_id",
+    "data_dir",
+    "listeners",
+    "brokers",
+    "bugs",
+    "cluster_secret",
+];
 
 /// The broker's data folder on a node.
 pub fn data_dir(node: &NodeInfo) -> PathBuf {
@@ -143,6 +150,7 @@ pub fn node_toml(
     index: usize,
     bugs: &[String],
     settings: &[String],
+    secret: &ClusterSecret,
 ) -> Result<String, DbError> {
     let node = nodes
         .get(index)
@@ -167,6 +175,11 @@ pub fn node_toml(
     // The harness arms failpoints (slow links, aimed strikes, scenario steps); a setting
     // may still turn them off.
     table.insert("enable_failpoints".into(), toml::Value::Boolean(true));
+    // The peers sign every request to each other with it, and the harness its failpoints.
+    table.insert(
+        "cluster_secret".into(),
+        toml::Value::String(secret.to_hex()),
+    );
     for setting in settings {
         apply_setting(&mut table, setting)?;
     }
@@ -306,6 +319,7 @@ mod tests {
 
     #[test]
     fn a_node_toml_names_the_node_its_peers_and_the_settings() {
+        let secret = ClusterSecret::draw().unwrap();
         let nodes: Vec<NodeInfo> = (1..=3)
             .map(|i| NodeInfo {
                 name: format!("n{i}"),
@@ -321,6 +335,7 @@ mod tests {
                 "min_insync_replicas=2".into(),
                 "min_insync_replicas=3".into(),
             ],
+            &secret,
         )
         .unwrap();
         let table: toml::Table = text.parse().unwrap();
@@ -332,6 +347,7 @@ mod tests {
         assert_eq!(brokers.len(), 3);
         assert_eq!(brokers[2]["metadata"].as_str(), Some("10.0.0.3:9094"));
         assert_eq!(table["bugs"].as_array().unwrap().len(), 1);
-        assert!(node_toml(&nodes, 3, &[], &[]).is_err());
+        assert_eq!(table["cluster_secret"].as_str(), Some(&*secret.to_hex()));
+        assert!(node_toml(&nodes, 3, &[], &[], &secret).is_err());
     }
 }

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use sut::{Api, Db, DbError, NodeFile, NodeInfo};
+use sut::{Api, ClusterSecret, Db, DbError, NodeFile, NodeInfo};
 
 pub use api::BrokerApi;
 pub use client::{BrokerClient, BrokerConnector, ClientNode, ClientSetupError};
@@ -59,10 +59,11 @@ impl Db for BrokerDb {
         node: usize,
         bugs: &[String],
         settings: &[String],
+        secret: &ClusterSecret,
     ) -> Result<Vec<NodeFile>, DbError> {
         Ok(vec![NodeFile {
             name: config::NODE_TOML.to_string(),
-            contents: config::node_toml(nodes, node, bugs, settings)?,
+            contents: config::node_toml(nodes, node, bugs, settings, secret)?,
         }])
     }
 
@@ -100,8 +101,8 @@ impl Db for BrokerDb {
         log_tail.lines().rev().find(|l| l.starts_with("Error: "))
     }
 
-    fn api(&self, nodes: &[NodeInfo]) -> Result<Arc<dyn Api>, DbError> {
-        Ok(Arc::new(BrokerApi::new(nodes)?))
+    fn api(&self, nodes: &[NodeInfo], secret: &ClusterSecret) -> Result<Arc<dyn Api>, DbError> {
+        Ok(Arc::new(BrokerApi::new(nodes, secret)?))
     }
 
     fn truncations(&self, log: &str) -> Vec<sut::Truncation> {

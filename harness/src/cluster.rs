@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use backend::{Backend, BackendError, Signal};
-use sut::{Api, Connector, Db, DbError, NodeInfo, Target};
+use sut::{Api, ClusterSecret, Connector, Db, DbError, NodeInfo, Target};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -65,6 +65,9 @@ pub struct Cluster {
     pub api: Arc<dyn Api>,
     pub spec: ClusterSpec,
     pub nodes: Vec<NodeInfo>,
+    /// Drawn for this cluster alone: its nodes authenticate each other (and the
+    /// harness's failpoint requests) with it.
+    secret: ClusterSecret,
     /// Node name → the pid of its process, while it runs (as far as the harness knows:
     /// a process that exits on its own keeps its entry; see [`Cluster::is_running`]).
     pids: Mutex<BTreeMap<String, u32>>,
@@ -86,13 +89,16 @@ impl Cluster {
                 address,
             });
         }
-        let api = db.api(&nodes)?;
+        let secret =
+            ClusterSecret::draw().map_err(|e| ClusterError::Db(DbError::Other(e.to_string())))?;
+        let api = db.api(&nodes, &secret)?;
         Ok(Cluster {
             backend,
             db,
             api,
             spec,
             nodes,
+            secret,
             pids: Mutex::new(BTreeMap::new()),
         })
     }
@@ -169,9 +175,9 @@ impl Cluster {
                 .chain(own.into_iter().flatten())
                 .cloned()
                 .collect();
-            let files = self
-                .db
-                .node_files(&self.nodes, i, &self.spec.bugs, &settings)?;
+            let files =
+                self.db
+                    .node_files(&self.nodes, i, &self.spec.bugs, &settings, &self.secret)?;
             self.backend
                 .exec(
                     &node.name,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::api::Api;
+use crate::ClusterSecret;
 
 /// One node of the cluster, as the backend made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +45,15 @@ pub trait Db: Send + Sync {
     fn check_settings(&self, settings: &[String]) -> Result<(), DbError>;
 
     /// The files node `node` (an index into `nodes`) needs before it starts, with the
-    /// bug switches and settings given (`settings` in order, later ones winning).
+    /// bug switches and settings given (`settings` in order, later ones winning) and the
+    /// cluster's secret (the nodes authenticate each other with it).
     fn node_files(
         &self,
         nodes: &[NodeInfo],
         node: usize,
         bugs: &[String],
         settings: &[String],
+        secret: &ClusterSecret,
     ) -> Result<Vec<NodeFile>, DbError>;
 
     /// The command line that runs `node` with `program`, on its files.
@@ -73,8 +76,9 @@ pub trait Db: Send + Sync {
     /// The process's fatal error in the end of its log, if it says one.
     fn fatal_error<'a>(&self, log_tail: &'a str) -> Option<&'a str>;
 
-    /// The API of a cluster of `nodes` (running or not: it only sends requests).
-    fn api(&self, nodes: &[NodeInfo]) -> Result<Arc<dyn Api>, DbError>;
+    /// The API of a cluster of `nodes` (running or not: it only sends requests), proving
+    /// itself with the cluster's `secret` where the nodes ask it to.
+    fn api(&self, nodes: &[NodeInfo], secret: &ClusterSecret) -> Result<Arc<dyn Api>, DbError>;
 
     /// How many of its replicas a partition of `replication_factor` may lose with
     /// acknowledged (acks=all) writes still accepted, under `settings` (Kafka: the

@@ -28,6 +28,9 @@ pub use client::{
     Acks, Client, ClientError, Connector, Consistency, ReadRecord, ReadReply, ReadRequest,
 };
 pub use db::{Db, DbError, IsrExpansion, NodeFile, NodeInfo, Truncation};
+/// The secret the harness draws for each cluster it starts: the nodes' files carry it
+/// and the API signs with it what only the cluster's peers may ask (failpoints).
+pub use peer_auth::ClusterSecret;
 pub use views::{
     AdminAction, ControllerView, PartitionRoles, ReplicaView, Roles, Target, TargetError,
 };

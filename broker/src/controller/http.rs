@@ -165,12 +165,11 @@ async fn forward(
         ?request,
         "forwarding an admin request"
     );
-    let answer = client
+    let forward = client
         .post(format!("http://{}{FORWARD_PATH}", peer.replication))
         .json(request)
-        .timeout(timeout)
-        .send()
-        .await;
+        .timeout(timeout);
+    let answer = control_plane.signer().send(client, forward).await;
     let response = match answer {
         Ok(response) => response,
         Err(error) => return unreachable(error.to_string()),

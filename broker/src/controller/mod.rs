@@ -131,6 +131,8 @@ struct Inner {
     session: SessionClient,
     shared: Arc<Shared>,
     http: Option<reqwest::Client>,
+    /// Signs the admin requests forwarded to the controller.
+    signer: peer_auth::Signer,
     event_loop: Mutex<Option<JoinHandle<()>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -218,6 +220,7 @@ impl ControlPlane {
                 None
             }
         };
+        let signer = crate::peer_gate::signer(&config);
         tracing::info!(broker, bugs = %config.bugs, "control plane started");
         ControlPlane {
             inner: Arc::new(Inner {
@@ -226,6 +229,7 @@ impl ControlPlane {
                 session,
                 shared,
                 http,
+                signer,
                 event_loop: Mutex::new(Some(event_loop)),
                 tasks: Mutex::new(tasks),
             }),
@@ -280,6 +284,11 @@ impl ControlPlane {
     }
 
     /// The HTTP client the admin API forwards requests with.
+    /// What this broker signs the requests it forwards with.
+    pub fn signer(&self) -> &peer_auth::Signer {
+        &self.inner.signer
+    }
+
     pub fn http_client(&self) -> Option<&reqwest::Client> {
         self.inner.http.as_ref()
     }

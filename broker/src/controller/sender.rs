@@ -72,6 +72,8 @@ pub struct Senders {
     controller: BrokerId,
     metadata: MetadataClient,
     addresses: BTreeMap<BrokerId, SocketAddr>,
+    /// Signs each LeaderAndIsr with the cluster secret, if any.
+    signer: peer_auth::Signer,
     by_broker: BTreeMap<BrokerId, Sender>,
 }
 
@@ -85,6 +87,7 @@ impl Senders {
                 .iter()
                 .map(|peer| (peer.id, peer.replication))
                 .collect(),
+            signer: crate::peer_gate::signer(config),
             by_broker: BTreeMap::new(),
         }
     }
@@ -97,6 +100,7 @@ impl Senders {
             broker,
             self.addresses.get(&broker).copied(),
             self.metadata.clone(),
+            self.signer.clone(),
             rx,
         ));
         self.by_broker.insert(broker, Sender { queue, task });
@@ -133,6 +137,7 @@ async fn run_sender(
     broker: BrokerId,
     address: Option<SocketAddr>,
     metadata: MetadataClient,
+    signer: peer_auth::Signer,
     mut queue: mpsc::UnboundedReceiver<Outgoing>,
 ) {
     let client = reqwest::Client::builder()
@@ -160,7 +165,7 @@ async fn run_sender(
                     match failpoints::hit(failpoints::CONTROLLER_LEADER_AND_ISR_SEND, controller)
                         .await
                     {
-                        Ok(()) => post(client, url, &outgoing.body).await,
+                        Ok(()) => post(client, &signer, url, &outgoing.body).await,
                         Err(failpoints::Triggered) => Err(format!(
                             "failpoint {} dropped the attempt",
                             failpoints::CONTROLLER_LEADER_AND_ISR_SEND
@@ -193,13 +198,12 @@ async fn run_sender(
 /// One attempt: `Ok` with the broker's answer, `Err` with why there was none.
 async fn post(
     client: &reqwest::Client,
+    signer: &peer_auth::Signer,
     url: &str,
     body: &LeaderAndIsrBody,
 ) -> Result<Delivery, String> {
-    let response = client
-        .post(url)
-        .json(body)
-        .send()
+    let response = signer
+        .send(client, client.post(url).json(body))
         .await
         .map_err(|e| e.to_string())?;
     let status = response.status();

@@ -65,7 +65,7 @@ pub fn router(node: Arc<Node>) -> Router {
             "/v1/topics/{topic}/partitions/{partition}/records",
             post(produce).get(read),
         )
-        .merge(super::debug_api::routes())
+        .merge(super::debug_api::routes(&node.config))
         .merge(super::admin_api::routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(node)

@@ -18,7 +18,9 @@
 //!   drops or refuses; `sleep(ms)` and `pause` block a blocking-pool thread. A `return`
 //!   argument that is not a delay in milliseconds is refused (400). See
 //!   [`super::failpoints`]. Arming and disarming need a build with the `failpoints` feature
-//!   (else `501`) and `enable_failpoints = true` in the node's config (else `403`).
+//!   (else `501`), `enable_failpoints = true` in the node's config (else `403`), and, on
+//!   a cluster with a secret, a request signed by the harness or a broker of the cluster
+//!   (else `401`/`403`, [`crate::peer_gate`]).
 
 use std::sync::Arc;
 
@@ -32,16 +34,23 @@ use serde_json::{json, Value};
 use super::failpoints;
 use super::wire::{ApiError, EpochEndOffsetStart, FailpointBody, ReplicaView, ReplicasReply};
 use super::Node;
+use crate::config::NodeConfig;
+use crate::peer_gate::{Admits, PeerGate};
 use crate::replica::RoleKind;
 
-pub fn routes() -> Router<Arc<Node>> {
+/// The debug routes; arming and disarming pass the peer door (signed by the harness or
+/// a broker of the cluster, when it has a secret).
+pub fn routes(config: &NodeConfig) -> Router<Arc<Node>> {
+    let door = PeerGate::new(config, "client", Admits::BrokersAndHarness);
     Router::new()
         .route("/v1/debug/replicas", get(replicas))
         .route("/v1/debug/controller", get(controller))
         .route("/v1/debug/failpoints", get(list_failpoints))
         .route(
             "/v1/debug/failpoints/{name}",
-            put(arm_failpoint).delete(disarm_failpoint),
+            put(arm_failpoint)
+                .delete(disarm_failpoint)
+                .route_layer(axum::middleware::from_fn_with_state(door, PeerGate::check)),
         )
 }
 

@@ -104,6 +104,7 @@ async fn run_fetcher(
     let fetcher = Arc::new(Fetcher {
         node: node.clone(),
         client,
+        signer: crate::peer_gate::signer(&node.config),
         base: format!("http://{address}/v1/replication"),
         leader,
     });
@@ -131,6 +132,8 @@ async fn run_fetcher(
 struct Fetcher {
     node: Arc<Node>,
     client: reqwest::Client,
+    /// Signs each request with the cluster secret, if any.
+    signer: peer_auth::Signer,
     base: String,
     leader: BrokerId,
 }
@@ -235,7 +238,8 @@ impl Fetcher {
     async fn call<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B) -> Answer<R> {
         let me = self.node.broker_id();
         let url = format!("{}/{path}", self.base);
-        let response = match self.client.post(&url).json(body).send().await {
+        let request = self.client.post(&url).json(body);
+        let response = match self.signer.send(&self.client, request).await {
             Ok(response) => response,
             Err(error) => {
                 tracing::debug!(broker = me, leader = self.leader, %error, "{path} request failed");

@@ -257,6 +257,7 @@ impl Broker {
             path: config.data_dir.display().to_string(),
             source,
         })?;
+        crate::peer_gate::warn_if_open(&config);
         let client_addr = local_addr(&listeners.client, "client")?;
         let replication_addr = local_addr(&listeners.replication, "replication")?;
         let (shutdown, _) = watch::channel(false);

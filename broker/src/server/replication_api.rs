@@ -11,6 +11,9 @@
 //! ([`confirm_in_metadata`]): a forged or garbled one is refused there instead of being
 //! adopted (an adopted epoch from nowhere would make every real controller stale here).
 //!
+//! On a cluster with a secret, every request must be signed by one of its brokers
+//! ([`crate::peer_gate`]); the admin requests forwarded to the controller too.
+//!
 //! A fetch that finds no new records waits up to `replica_fetch_wait_max_ms` for the
 //! leader's log to grow (or its role to change), as Kafka's fetch purgatory does; the
 //! fetch is recorded at once, so the follower's progress moves the HW without waiting.
@@ -34,10 +37,12 @@ use super::wire::{
 };
 use super::Node;
 use crate::metadata::layout;
+use crate::peer_gate::{Admits, PeerGate};
 use crate::replica::metadata::TopicPartition;
 use crate::replica::{LeaderAndIsrError, ReplicationError};
 
 pub fn router(node: Arc<Node>) -> Router {
+    let door = PeerGate::new(&node.config, "replication", Admits::Brokers);
     Router::new()
         .route("/v1/replication/leader-and-isr", post(leader_and_isr))
         .route("/v1/replication/fetch", post(fetch))
@@ -47,6 +52,7 @@ pub fn router(node: Arc<Node>) -> Router {
         )
         .route("/v1/replication/list-offsets", post(list_offsets))
         .merge(super::admin_api::controller_routes())
+        .layer(axum::middleware::from_fn_with_state(door, PeerGate::check))
         .with_state(node)
 }
 

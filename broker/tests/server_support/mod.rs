@@ -36,6 +36,9 @@ pub struct TestCluster {
     pub configs: BTreeMap<BrokerId, NodeConfig>,
     brokers: BTreeMap<BrokerId, Broker>,
     pub http: reqwest::Client,
+    /// Signs what the test sends to the replication listeners as the controller (broker
+    /// 1), with the cluster secret of `settings` if they name one.
+    pub signer: peer_auth::Signer,
     pub controller_epoch: u32,
 }
 
@@ -92,6 +95,7 @@ impl TestCluster {
                 .timeout(Duration::from_secs(30))
                 .build()
                 .expect("http client"),
+            signer: peer_auth::Signer::new(None, peer_auth::Sender::Broker(1)),
             controller_epoch: 1,
         };
         for (id, (client, replication)) in listeners {
@@ -102,6 +106,8 @@ impl TestCluster {
                 addr(&replication),
             );
             let config = NodeConfig::parse("node.toml", &text).expect("test config");
+            cluster.signer =
+                peer_auth::Signer::new(config.cluster_secret.clone(), peer_auth::Sender::Broker(1));
             cluster.configs.insert(id, config.clone());
             let (metadata, link) = cluster.quorum.client();
             cluster.links.insert(id, link);
@@ -324,10 +330,8 @@ impl TestCluster {
                 self.replication_addr(id)
             );
             let response = self
-                .http
-                .post(url)
-                .json(&body)
-                .send()
+                .signer
+                .send(&self.http, self.http.post(url).json(&body))
                 .await
                 .expect("send LeaderAndIsr");
             assert!(

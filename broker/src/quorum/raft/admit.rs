@@ -22,6 +22,8 @@ pub(crate) enum Refused {
     Term(u64),
     #[error("log index {0} is beyond any a cluster reaches (at most {MAX_TERM_OR_INDEX})")]
     Index(u64),
+    #[error("the RPC speaks for node {named} but was signed by {sender}")]
+    NotTheSender { named: NodeId, sender: String },
 }
 
 /// A vote request: from a member, with a sane term and last log id.

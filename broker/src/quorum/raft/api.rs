@@ -8,9 +8,11 @@
 //! | `/v1/quorum/propose` | a [`Command`] | [`ProposeAnswer`] |
 //! | `/v1/quorum/read-index` | none | [`ReadIndexAnswer`] |
 //!
-//! The three Raft RPCs pass [`super::admit`] first: from a node that is not one of this
-//! cluster's brokers, or with a term or index no cluster reaches, they are answered `403`
-//! with the reason and never reach openraft.
+//! Every request first passes the listener's door ([`crate::peer_gate`]): on a cluster
+//! with a secret, it must be signed by one of the cluster's brokers. The three Raft RPCs
+//! then pass [`super::admit`]: from a node that is not one of this cluster's brokers, in
+//! the name of a broker other than the one that signed it, or with a term or index no
+//! cluster reaches, they are answered `403` with the reason and never reach openraft.
 //!
 //! The two client calls are answered by this node only: a leader proposes (or confirms
 //! its lead for a read index), any other node says who leads. Forwarding and retrying
@@ -22,6 +24,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::Extension;
 use axum::{Json, Router};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -34,6 +37,7 @@ use super::admit::{admit_append, admit_snapshot, admit_vote, Refused};
 use super::node::RaftNode;
 use super::types::{NodeId, TypeConfig};
 use crate::metadata::{Command, LogIndex, Reply, StoreError};
+use crate::peer_gate::{Authenticated, PeerGate};
 
 pub(super) const APPEND_PATH: &str = "/raft/append";
 pub(super) const VOTE_PATH: &str = "/raft/vote";
@@ -68,7 +72,7 @@ pub(super) enum ReadIndexAnswer {
 }
 
 /// The routes, over `node`.
-pub(super) fn router(node: Arc<RaftNode>) -> Router {
+pub(super) fn router(node: Arc<RaftNode>, door: PeerGate) -> Router {
     Router::new()
         .route(APPEND_PATH, post(append))
         .route(VOTE_PATH, post(vote))
@@ -76,14 +80,18 @@ pub(super) fn router(node: Arc<RaftNode>) -> Router {
         .route(PROPOSE_PATH, post(propose))
         .route(READ_INDEX_PATH, post(read_index))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(door, PeerGate::check))
         .with_state(node)
 }
 
 async fn append(
     State(node): State<Arc<RaftNode>>,
+    sender: Option<Extension<Authenticated>>,
     Json(rpc): Json<AppendEntriesRequest<TypeConfig>>,
 ) -> Response {
-    if let Err(refused) = admit_append(|id| node.is_member(id), &rpc) {
+    if let Err(refused) = admit_append(|id| node.is_member(id), &rpc)
+        .and_then(|()| admit_sender(sender, rpc.vote.leader_id.node_id))
+    {
         return refuse(&node, "append", &refused);
     }
     let answer: Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> =
@@ -91,8 +99,14 @@ async fn append(
     Json(answer).into_response()
 }
 
-async fn vote(State(node): State<Arc<RaftNode>>, Json(rpc): Json<VoteRequest<NodeId>>) -> Response {
-    if let Err(refused) = admit_vote(|id| node.is_member(id), &rpc) {
+async fn vote(
+    State(node): State<Arc<RaftNode>>,
+    sender: Option<Extension<Authenticated>>,
+    Json(rpc): Json<VoteRequest<NodeId>>,
+) -> Response {
+    if let Err(refused) = admit_vote(|id| node.is_member(id), &rpc)
+        .and_then(|()| admit_sender(sender, rpc.vote.leader_id.node_id))
+    {
         return refuse(&node, "vote", &refused);
     }
     let answer: Result<VoteResponse<NodeId>, RaftError<NodeId>> = node.raft.vote(rpc).await;
@@ -101,14 +115,31 @@ async fn vote(State(node): State<Arc<RaftNode>>, Json(rpc): Json<VoteRequest<Nod
 
 async fn snapshot(
     State(node): State<Arc<RaftNode>>,
+    sender: Option<Extension<Authenticated>>,
     Json(rpc): Json<InstallSnapshotRequest<TypeConfig>>,
 ) -> Response {
-    if let Err(refused) = admit_snapshot(|id| node.is_member(id), &rpc) {
+    if let Err(refused) = admit_snapshot(|id| node.is_member(id), &rpc)
+        .and_then(|()| admit_sender(sender, rpc.vote.leader_id.node_id))
+    {
         return refuse(&node, "snapshot", &refused);
     }
     let answer: Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> =
         node.raft.install_snapshot(rpc).await;
     Json(answer).into_response()
+}
+
+/// The candidate or leader an RPC names must be the broker that signed it (on a cluster
+/// with a secret): a broker cannot vote or lead in another's name.
+fn admit_sender(sender: Option<Extension<Authenticated>>, named: NodeId) -> Result<(), Refused> {
+    let sender = sender.map_or(Authenticated(None), |Extension(sender)| sender);
+    if sender.may_speak_for(named) {
+        Ok(())
+    } else {
+        Err(Refused::NotTheSender {
+            named,
+            sender: sender.0.map_or_else(String::new, |s| s.to_string()),
+        })
+    }
 }
 
 fn refuse(node: &RaftNode, rpc: &'static str, refused: &Refused) -> Response {

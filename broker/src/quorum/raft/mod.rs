@@ -221,6 +221,10 @@ struct Launch {
     state_machine: StateMachine,
     listener: std::net::TcpListener,
     retry_pause: Duration,
+    /// Signs this node's RPCs and forwarded calls.
+    signer: peer_auth::Signer,
+    /// Guards the metadata listener.
+    door: crate::peer_gate::PeerGate,
 }
 
 struct Launched {
@@ -300,6 +304,12 @@ impl RaftQuorum {
             state_machine: StateMachine::new(applied.clone(), snapshot.as_ref(), snapshots),
             listener: listener.into_std().map_err(RaftStartError::Listener)?,
             retry_pause: Duration::from_millis(config.metadata.raft_heartbeat_ms.clamp(10, 100)),
+            signer: crate::peer_gate::signer(config),
+            door: crate::peer_gate::PeerGate::new(
+                config,
+                "metadata",
+                crate::peer_gate::Admits::Brokers,
+            ),
         };
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -466,6 +476,7 @@ async fn launch_node(
         .map_err(RaftStartError::Http)?;
     let network = Network {
         client: http.clone(),
+        signer: launch.signer.clone(),
         addresses: launch.addresses.clone(),
         backoff: launch.retry_pause * 2,
     };
@@ -483,12 +494,17 @@ async fn launch_node(
         raft,
         launch.addresses,
         http,
+        launch.signer,
         DEFAULT_CALL_TIMEOUT,
         launch.retry_pause,
     ));
 
     let (stop_server, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(serve(listener, api::router(node.clone()), stop_rx));
+    let server = tokio::spawn(serve(
+        listener,
+        api::router(node.clone(), launch.door),
+        stop_rx,
+    ));
 
     if launch.pristine && launch.voters.contains_key(&id) {
         match node.raft.initialize(launch.voters.clone()).await {

@@ -24,6 +24,8 @@ use super::types::{Node, NodeId, TypeConfig};
 /// Makes a [`Peer`] per target node.
 pub(super) struct Network {
     pub(super) client: reqwest::Client,
+    /// Signs every RPC with the cluster secret, if any.
+    pub(super) signer: peer_auth::Signer,
     /// Metadata addresses from the node configuration; a node not there is reached at
     /// the address its membership entry records.
     pub(super) addresses: Arc<BTreeMap<NodeId, SocketAddr>>,
@@ -43,6 +45,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             base: format!("http://{address}"),
             client: self.client.clone(),
+            signer: self.signer.clone(),
             backoff: self.backoff,
         }
     }
@@ -53,6 +56,7 @@ pub(super) struct Peer {
     target: NodeId,
     base: String,
     client: reqwest::Client,
+    signer: peer_auth::Signer,
     backoff: Duration,
 }
 
@@ -77,19 +81,16 @@ impl Peer {
         E: std::error::Error + DeserializeOwned,
     {
         let url = format!("{}{path}", self.base);
+        let request = self.client.post(&url).timeout(timeout).json(request);
         let response = self
-            .client
-            .post(&url)
-            .timeout(timeout)
-            .json(request)
-            .send()
+            .signer
+            .send(&self.client, request)
             .await
-            .map_err(|e| {
-                if e.is_connect() {
+            .map_err(|e| match e {
+                peer_auth::SendError::Http(e) if e.is_connect() => {
                     RPCError::Unreachable(Unreachable::new(&e))
-                } else {
-                    RPCError::Network(NetworkError::new(&e))
                 }
+                other => RPCError::Network(NetworkError::new(&other)),
             })?;
         let status = response.status();
         if !status.is_success() {

@@ -33,6 +33,8 @@ pub(crate) struct RaftNode {
     pub(super) raft: Raft,
     addresses: Arc<BTreeMap<NodeId, SocketAddr>>,
     http: reqwest::Client,
+    /// Signs the calls forwarded to the leader with the cluster secret, if any.
+    signer: peer_auth::Signer,
     stopped: AtomicBool,
     /// Bounds the leader's wait for a proposal to commit or its lead to be confirmed.
     call_timeout: Duration,
@@ -60,6 +62,7 @@ impl RaftNode {
         raft: Raft,
         addresses: Arc<BTreeMap<NodeId, SocketAddr>>,
         http: reqwest::Client,
+        signer: peer_auth::Signer,
         call_timeout: Duration,
         retry_pause: Duration,
     ) -> RaftNode {
@@ -68,6 +71,7 @@ impl RaftNode {
             raft,
             addresses,
             http,
+            signer,
             stopped: AtomicBool::new(false),
             call_timeout,
             retry_pause,
@@ -208,17 +212,16 @@ impl RaftNode {
                 "no metadata address for broker {target}"
             ))));
         };
-        let sent = self
+        let request = self
             .http
             .post(format!("http://{address}{PROPOSE_PATH}"))
             .timeout(self.forward_timeout())
-            .json(command)
-            .send()
-            .await;
+            .json(command);
+        let sent = self.signer.send(&self.http, request).await;
         let response = match sent {
             Ok(response) => response,
             // Never reached the leader: certainly not proposed.
-            Err(error) if error.is_connect() => {
+            Err(peer_auth::SendError::Http(error)) if error.is_connect() => {
                 tracing::debug!(%target, %error, "cannot reach the metadata leader");
                 return Attempt::Redirect(None);
             }
@@ -271,14 +274,17 @@ impl RaftNode {
             ))));
         };
         let answer = async {
-            self.http
+            let request = self
+                .http
                 .post(format!("http://{address}{READ_INDEX_PATH}"))
-                .timeout(self.forward_timeout())
-                .send()
-                .await?
-                .error_for_status()?
+                .timeout(self.forward_timeout());
+            let response = self.signer.send(&self.http, request).await?;
+            response
+                .error_for_status()
+                .map_err(peer_auth::SendError::Http)?
                 .json::<ReadIndexAnswer>()
                 .await
+                .map_err(peer_auth::SendError::Http)
         };
         match answer.await {
             Ok(ReadIndexAnswer::Index(index)) => Attempt::Done(Ok(index)),
