@@ -15,6 +15,7 @@
 //! max_value_bytes = 1048576
 //! enable_failpoints = false        # serve PUT/DELETE /v1/debug/failpoints (a failpoints build only)
 //! cluster_secret = "5f1c…"         # hex, 16+ bytes: peers sign every request with it; default none
+//! cluster_id = "a1b2c3"            # refuse a data_dir of another cluster (data_dir/cluster-id); default none
 //!
 //! [listeners]                      # this broker's three ports, one per kind of traffic
 //! client = "10.77.0.1:9092"
@@ -108,6 +109,8 @@ struct RawConfig {
     enable_failpoints: bool,
     #[serde(default)]
     cluster_secret: Option<String>,
+    #[serde(default)]
+    cluster_id: Option<String>,
     #[serde(default)]
     storage: StorageConfig,
     #[serde(default)]
@@ -256,6 +259,9 @@ pub struct NodeConfig {
     /// signed with ([`peer_auth`]); without one, those listeners answer anyone, as a Kafka
     /// `PLAINTEXT` listener does, and the broker says so when it starts.
     pub cluster_secret: Option<ClusterSecret>,
+    /// The cluster this node's data belongs to: a data folder marked with another id is
+    /// refused at start (Kafka's `meta.properties`); without one nothing is checked.
+    pub cluster_id: Option<String>,
     pub storage: StorageConfig,
     pub metadata: MetadataConfig,
     pub controller: ControllerConfig,
@@ -421,6 +427,15 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
         .map(ClusterSecret::from_hex)
         .transpose()
         .map_err(|e| refuse("cluster_secret", e.to_string()))?;
+    if let Some(id) = &raw.cluster_id {
+        let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_');
+        if id.is_empty() || id.len() > 64 || !id.chars().all(legal) {
+            return Err(refuse(
+                "cluster_id",
+                format!("{id:?} must be 1 to 64 ASCII letters, digits, '-' or '_'"),
+            ));
+        }
+    }
     Ok(NodeConfig {
         broker_id: raw.broker_id,
         data_dir: raw.data_dir,
@@ -436,6 +451,7 @@ fn validate(file: &str, raw: RawConfig) -> Result<NodeConfig, ConfigError> {
         max_value_bytes: raw.max_value_bytes,
         enable_failpoints: raw.enable_failpoints,
         cluster_secret,
+        cluster_id: raw.cluster_id,
         storage: raw.storage,
         metadata,
         controller: raw.controller,
@@ -575,6 +591,23 @@ flush_policy = { every_records = 100 }
         for bad in ["00112233", "not hex at all, not hex at all!!", ""] {
             let error = refused(&with(bad));
             assert!(error.contains("key `cluster_secret`"), "{error}");
+        }
+        let id = |id: &str| {
+            GOOD.replace(
+                "truncation_mode",
+                &format!("cluster_id = \"{id}\"\ntruncation_mode"),
+            )
+        };
+        assert_eq!(
+            NodeConfig::parse("node.toml", &id("run-20261207_a"))
+                .unwrap()
+                .cluster_id
+                .as_deref(),
+            Some("run-20261207_a")
+        );
+        for bad in ["", "a/b", "../x", &"x".repeat(65)] {
+            let error = refused(&id(bad));
+            assert!(error.contains("key `cluster_id`"), "{error}");
         }
     }
 

@@ -374,7 +374,7 @@ async fn with_a_cluster_secret_only_the_signing_broker_reaches_raft() {
     let (client, replication, metadata) = (free_port(), free_port(), free_port());
     // Broker 2 is configured (a member) but never started; broker 1 is the only voter.
     let text = format!(
-        "broker_id = 1\ndata_dir = \"{}\"\ncluster_secret = \"{}\"\n\n[listeners]\nclient = \"127.0.0.1:{client}\"\nreplication = \"127.0.0.1:{replication}\"\nmetadata = \"127.0.0.1:{metadata}\"\n\n[[brokers]]\nid = 1\nreplication = \"127.0.0.1:{replication}\"\nmetadata = \"127.0.0.1:{metadata}\"\n\n[[brokers]]\nid = 2\nreplication = \"127.0.0.1:{}\"\nmetadata = \"127.0.0.1:{}\"\n\n[metadata]\nvoters = [1]\n",
+        "broker_id = 1\ndata_dir = \"{}\"\ncluster_secret = \"{}\"\ncluster_id = \"c-one\"\n\n[listeners]\nclient = \"127.0.0.1:{client}\"\nreplication = \"127.0.0.1:{replication}\"\nmetadata = \"127.0.0.1:{metadata}\"\n\n[[brokers]]\nid = 1\nreplication = \"127.0.0.1:{replication}\"\nmetadata = \"127.0.0.1:{metadata}\"\n\n[[brokers]]\nid = 2\nreplication = \"127.0.0.1:{}\"\nmetadata = \"127.0.0.1:{}\"\n\n[metadata]\nvoters = [1]\n",
         dir.join("data").display(),
         secret.to_hex(),
         free_port(),
@@ -480,5 +480,23 @@ async fn with_a_cluster_secret_only_the_signing_broker_reaches_raft() {
         .args(["-KILL", &child.id().to_string()])
         .status();
     let _ = child.wait();
+
+    // The same data folder under another cluster's id is refused at start, by name.
+    let other = std::fs::read_to_string(&path)
+        .expect("config")
+        .replace("cluster_id = \"c-one\"", "cluster_id = \"c-two\"");
+    std::fs::write(&path, other).expect("write config");
+    let output = broker()
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .expect("run broker");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("belongs to cluster \"c-one\"")
+            && stderr.contains("cluster_id = \"c-two\""),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,13 +13,14 @@ use crate::{BrokerDb, CLIENT_PORT, METADATA_PORT, REPLICATION_PORT};
 pub const NODE_TOML: &str = "node.toml";
 
 /// Keys the harness sets itself; a setting may not change them.
-const HARNESS_KEYS: [&str; 6] = [
+const HARNESS_KEYS: [&str; 7] = [
     "broker_id",
     "data_dir",
     "listeners",
     "brokers",
     "bugs",
     "cluster_secret",
+    "cluster_id",
 ];
 
 /// The broker's data folder on a node.
@@ -179,6 +180,11 @@ pub fn node_toml(
     table.insert(
         "cluster_secret".into(),
         toml::Value::String(secret.to_hex()),
+    );
+    // A node never starts on another cluster's data folder.
+    table.insert(
+        "cluster_id".into(),
+        toml::Value::String(secret.cluster_id()),
     );
     for setting in settings {
         apply_setting(&mut table, setting)?;
@@ -348,6 +354,7 @@ mod tests {
         assert_eq!(brokers[2]["metadata"].as_str(), Some("10.0.0.3:9094"));
         assert_eq!(table["bugs"].as_array().unwrap().len(), 1);
         assert_eq!(table["cluster_secret"].as_str(), Some(&*secret.to_hex()));
+        assert_eq!(table["cluster_id"].as_str(), Some(&*secret.cluster_id()));
         assert!(node_toml(&nodes, 3, &[], &[], &secret).is_err());
     }
 }

@@ -189,7 +189,9 @@ impl Cluster {
                     .spec
                     .local_dir
                     .join(format!(".{}-{}", node.name, file.name));
-                std::fs::write(&local, &file.contents).map_err(|source| ClusterError::Io {
+                // Owner-only: a node's files carry the cluster's secret (the netns
+                // backend's copy keeps the mode).
+                write_private(&local, &file.contents).map_err(|source| ClusterError::Io {
                     what: format!("cannot write {}", local.display()),
                     source,
                 })?;
@@ -415,4 +417,19 @@ impl Cluster {
         }
         problems
     }
+}
+
+/// Writes `contents` to `path`, readable and writable by its owner only.
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    // A file left from before keeps its mode through `open`.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(contents.as_bytes())
 }

@@ -110,6 +110,15 @@ impl ClusterSecret {
         Ok(ClusterSecret::from_bytes(bytes))
     }
 
+    /// A name for the cluster derived from its secret (16 hex digits of a MAC of a fixed
+    /// text): the same for every node of the cluster, another for another cluster, and
+    /// telling nothing of the secret.
+    pub fn cluster_id(&self) -> String {
+        let mut mac = self.hmac();
+        mac.update(b"peer-auth cluster id");
+        hex(&mac.finalize().into_bytes()[..8])
+    }
+
     fn from_bytes(bytes: Vec<u8>) -> ClusterSecret {
         // HMAC takes a key of any length; this cannot fail.
         let keyed =
@@ -428,6 +437,16 @@ mod tests {
         assert_eq!(ClusterSecret::from_hex(&drawn.to_hex()), Ok(drawn.clone()));
         assert_ne!(drawn, ClusterSecret::draw().expect("draw"));
         assert!(!format!("{drawn:?}").contains(&drawn.to_hex()[..8]));
+        let id = drawn.cluster_id();
+        assert_eq!(id.len(), 16);
+        assert_eq!(
+            ClusterSecret::from_hex(&drawn.to_hex())
+                .unwrap()
+                .cluster_id(),
+            id
+        );
+        assert_ne!(ClusterSecret::draw().unwrap().cluster_id(), id);
+        assert!(!drawn.to_hex().contains(&id));
     }
 
     #[test]

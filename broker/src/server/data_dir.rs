@@ -1,11 +1,66 @@
 //! What a broker's data folder must hold before it starts. A node whose `metadata/` is
 //! gone but whose partition folders remain would start a new, empty metadata quorum over
 //! old records: its topics unknown, and a topic created later under an old name bringing
-//! the old records back. Kafka refuses the same with its `meta.properties` check.
+//! the old records back. Kafka refuses the same with its `meta.properties` check, which
+//! also refuses a folder of another cluster: a node configured with a `cluster_id` writes
+//! it to [`CLUSTER_ID_FILE`] and refuses a folder that names another one.
 
 use std::path::Path;
 
 use crate::quorum::raft::METADATA_DIR;
+
+/// The file in `data_dir` naming the cluster its data belongs to.
+pub const CLUSTER_ID_FILE: &str = "cluster-id";
+
+/// Refuses a data folder that belongs to another cluster than `configured`, and marks
+/// one that belongs to no cluster yet (new, or from before cluster ids) as `configured`'s.
+/// Nothing to check without a configured id.
+pub(crate) fn check_cluster_id(
+    data_dir: &Path,
+    configured: Option<&str>,
+) -> Result<(), ClusterIdError> {
+    let Some(configured) = configured else {
+        return Ok(());
+    };
+    let path = data_dir.join(CLUSTER_ID_FILE);
+    let io = |source: std::io::Error| ClusterIdError::Io {
+        path: path.display().to_string(),
+        reason: source.to_string(),
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(found) if found.trim() == configured => Ok(()),
+        Ok(found) => Err(ClusterIdError::OtherCluster {
+            data_dir: data_dir.display().to_string(),
+            found: found.trim().chars().take(80).collect(),
+            configured: configured.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(data_dir).map_err(io)?;
+            let temporary = data_dir.join(format!("{CLUSTER_ID_FILE}.tmp"));
+            std::fs::write(&temporary, format!("{configured}\n")).map_err(io)?;
+            std::fs::rename(&temporary, &path).map_err(io)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// A data folder this node may not start on, as far as the cluster id says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterIdError {
+    #[error(
+        "{data_dir} belongs to cluster {found:?} ({CLUSTER_ID_FILE}), but this node's config \
+         says cluster_id = {configured:?}: started like this, it would mix two clusters' \
+         records. Point data_dir at this cluster's folder, or move the folder away to start \
+         this node afresh"
+    )]
+    OtherCluster {
+        data_dir: String,
+        found: String,
+        configured: String,
+    },
+    #[error("cannot read or write {path}: {reason}")]
+    Io { path: String, reason: String },
+}
 
 /// Partition folders (`<topic>-<partition>`) in `data_dir`, sorted.
 pub(crate) fn partition_folders(data_dir: &Path) -> std::io::Result<Vec<String>> {
@@ -143,6 +198,31 @@ mod tests {
         // With its metadata folder, the same data starts.
         std::fs::create_dir_all(dir.0.join(METADATA_DIR)).unwrap();
         assert_eq!(check_metadata_present(&dir.0), Ok(()));
+    }
+
+    #[test]
+    fn a_folder_of_another_cluster_is_refused_and_a_new_one_is_marked() {
+        let dir = Temp::new("cluster-id");
+        assert_eq!(check_cluster_id(&dir.0, None), Ok(()));
+        assert!(
+            !dir.0.join(CLUSTER_ID_FILE).exists(),
+            "no id, nothing written"
+        );
+        assert_eq!(check_cluster_id(&dir.0, Some("c1")), Ok(()));
+        assert_eq!(
+            std::fs::read_to_string(dir.0.join(CLUSTER_ID_FILE)).unwrap(),
+            "c1\n"
+        );
+        assert_eq!(check_cluster_id(&dir.0, Some("c1")), Ok(()));
+        let refused = check_cluster_id(&dir.0, Some("c2")).unwrap_err();
+        let message = refused.to_string();
+        assert!(
+            message.contains("belongs to cluster \"c1\"")
+                && message.contains("cluster_id = \"c2\""),
+            "{message}"
+        );
+        // A node without an id does not look.
+        assert_eq!(check_cluster_id(&dir.0, None), Ok(()));
     }
 
     #[test]

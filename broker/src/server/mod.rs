@@ -72,6 +72,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     DataWithoutMetadata(#[from] data_dir::DataWithoutMetadata),
+    #[error(transparent)]
+    ClusterId(#[from] data_dir::ClusterIdError),
 }
 
 /// What every handler and task shares: the configuration, the clock, the partitions.
@@ -202,6 +204,7 @@ impl Broker {
         listeners: BoundListeners,
         metadata_listener: TcpListener,
     ) -> Result<Broker, StartError> {
+        data_dir::check_cluster_id(&config.data_dir, config.cluster_id.as_deref())?;
         data_dir::check_metadata_present(&config.data_dir)?;
         std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
             path: config.data_dir.display().to_string(),
