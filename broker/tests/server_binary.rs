@@ -77,16 +77,7 @@ async fn the_binary_serves_and_stops_on_sigterm() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn broker");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).map(|_| line)
-    });
-    let line = tokio::time::timeout(Duration::from_secs(10), line)
-        .await
-        .expect("startup line in time")
-        .expect("join")
-        .expect("read stdout");
+    let line = wait_listening(&mut child).await;
     assert!(line.starts_with("broker 1 listening"), "{line}");
 
     let http = reqwest::Client::builder()
@@ -148,21 +139,7 @@ async fn the_binary_serves_and_stops_on_sigterm() {
 
     // The node still works: a topic created through the admin API takes a write (once
     // the controller told the new leader).
-    let mut created = None;
-    for _ in 0..100 {
-        let response = http
-            .post(format!("http://127.0.0.1:{client}/v1/topics"))
-            .json(&json!({"topic": "t", "partitions": 1, "replication_factor": 1}))
-            .send()
-            .await
-            .expect("create topic");
-        // 503 while the new node has no controller yet.
-        if response.status().as_u16() != 503 {
-            created = Some(response.status().as_u16());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let created = create_topic(&http, client, "t").await;
     assert!(
         created.is_some_and(|status| (200..300).contains(&status)),
         "create topic: {created:?}"
@@ -197,18 +174,7 @@ async fn the_binary_serves_and_stops_on_sigterm() {
         .expect("json");
     assert_eq!(read["records"], json!([{"offset": 0, "value": "hello"}]));
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::task::spawn_blocking(move || child.wait());
-    let exit = tokio::time::timeout(Duration::from_secs(10), exit)
-        .await
-        .expect("broker exits in time")
-        .expect("join")
-        .expect("wait");
-    assert!(exit.success(), "{exit:?}");
+    stop_with_sigterm(child).await;
     // A clean stop checkpoints the high watermark.
     let checkpoint = std::fs::read_to_string(dir.join("data/t-0/replication-offset-checkpoint"))
         .expect("HW checkpoint");
@@ -352,6 +318,40 @@ async fn idle_connections_cannot_take_the_descriptors_the_logs_need() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Creates `topic` (one partition, RF 1) through broker's client listener at `port`,
+/// asking again while the new node has no controller yet (503): the last status.
+async fn create_topic(http: &reqwest::Client, port: u16, topic: &str) -> Option<u16> {
+    for _ in 0..100 {
+        let response = http
+            .post(format!("http://127.0.0.1:{port}/v1/topics"))
+            .json(&json!({"topic": topic, "partitions": 1, "replication_factor": 1}))
+            .send()
+            .await
+            .expect("create topic");
+        if response.status().as_u16() != 503 {
+            return Some(response.status().as_u16());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// SIGTERM, and a clean exit within 10 s.
+async fn stop_with_sigterm(mut child: std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || child.wait());
+    let exit = tokio::time::timeout(Duration::from_secs(10), exit)
+        .await
+        .expect("broker exits in time")
+        .expect("join")
+        .expect("wait");
+    assert!(exit.success(), "{exit:?}");
+}
+
 /// Waits for the binary's first line on stdout (`broker N listening ...`).
 async fn wait_listening(child: &mut std::process::Child) -> String {
     let stdout = child.stdout.take().expect("stdout");
@@ -441,36 +441,12 @@ async fn with_a_cluster_secret_only_the_signing_broker_reaches_raft() {
     // The node still works, and comes back after a restart (nothing was saved).
     for round in 0..2 {
         if round == 1 {
-            let status = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status()
-                .expect("kill");
-            assert!(status.success());
-            let exit = tokio::task::spawn_blocking(move || child.wait());
-            let exit = tokio::time::timeout(Duration::from_secs(10), exit)
-                .await
-                .expect("broker exits in time")
-                .expect("join")
-                .expect("wait");
-            assert!(exit.success(), "{exit:?}");
+            stop_with_sigterm(child).await;
             child = start();
             let line = wait_listening(&mut child).await;
             assert!(line.starts_with("broker 1 listening"), "{line}");
         }
-        let mut created = None;
-        for _ in 0..100 {
-            let response = http
-                .post(format!("http://127.0.0.1:{client}/v1/topics"))
-                .json(&json!({"topic": format!("t{round}"), "partitions": 1, "replication_factor": 1}))
-                .send()
-                .await
-                .expect("create topic");
-            if response.status().as_u16() != 503 {
-                created = Some(response.status().as_u16());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let created = create_topic(&http, client, &format!("t{round}")).await;
         assert!(
             created.is_some_and(|status| (200..300).contains(&status)),
             "round {round}: create topic: {created:?}"
